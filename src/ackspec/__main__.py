@@ -1,0 +1,5 @@
+import sys
+
+from ackspec.cli import main
+
+sys.exit(main())

@@ -1,0 +1,65 @@
+"""``ackspec`` command line: one sub-command per module of this package.
+
+Each ``ackspec.cli.<name>_cmd`` module exposes ``register(subparsers)``, which adds
+its sub-command and sets ``func`` on the parsed namespace. ``func(args)`` returns
+the process exit code. Errors the user can fix are raised as
+:class:`ackspec.errors.AckspecError` and printed as one line: no tracebacks for
+bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ackspec import __version__
+from ackspec.errors import AckspecError
+
+COMMAND_MODULES = ("run", "report", "spec", "broker", "bench", "matrix", "brokers")
+"""Sub-command modules, in the order ``ackspec --help`` lists them."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors in one line with exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"ackspec: error: {message} (see 'ackspec {self.prog.split()[-1]} --help')\n"
+                  if " " in self.prog else f"ackspec: error: {message} (see 'ackspec --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ackspec", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"ackspec {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"ackspec.cli.{name}_cmd")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"ackspec.cli.{name}_cmd":
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        code: int = args.func(args)
+    except AckspecError as exc:
+        print(f"ackspec: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("ackspec: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The results file (``results.json``) of one ``ackspec run``.
+
+Schema ``ackspec.results/1``::
+
+    {
+      "schema": "ackspec.results/1",
+      "run_id": "20261122T103200-ab12cd",
+      "started": "2026-11-22T10:32:00+00:00", "finished": "...",
+      "ackspec_version": "0.1.0", "code_version": "<git sha or version>",
+      "seed": 1234, "strict": false,
+      "target": {"url": "stomp://127.0.0.1:61613", "profile": "rabbitmq-3.10",
+                 "protocol": "stomp", "adapter": "stomp.py"},
+      "tests": [
+        {"requirement": "STOMP-ACK-CLIENT-CUMULATIVE", "test": "<pytest node id>",
+         "verdict": "pass", "level": "MUST", "seed": 1234, "duration": 0.12,
+         "message": "", "capability": null, "history": "histories/<file>.jsonl",
+         "operations": [17, 18]}
+      ]
+    }
+
+One entry per (test, requirement) pair: a test citing two requirements gives two
+entries. ``operations`` lists history indexes that show a failure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ackspec.results.verdict import Verdict
+
+RESULTS_SCHEMA = "ackspec.results/1"
+
+
+class ResultsFormatError(ValueError):
+    """A results file that cannot be read; the message is one readable line."""
+
+
+@dataclass(frozen=True, slots=True)
+class TargetInfo:
+    url: str
+    profile: str | None = None
+    protocol: str | None = None
+    adapter: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TestResult:
+    requirement: str
+    test: str
+    verdict: Verdict
+    level: str | None = None
+    seed: int | None = None
+    duration: float = 0.0
+    message: str = ""
+    capability: str | None = None
+    history: str | None = None
+    operations: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunResults:
+    run_id: str
+    started: str
+    finished: str
+    target: TargetInfo
+    tests: tuple[TestResult, ...]
+    seed: int | None = None
+    strict: bool = False
+    ackspec_version: str = ""
+    code_version: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["schema"] = RESULTS_SCHEMA
+        return json.dumps(data, indent=2, sort_keys=True)
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(self.to_json(), encoding="utf-8")
+        tmp.replace(path)
+
+    @classmethod
+    def read(cls, path: Path) -> RunResults:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ResultsFormatError(f"{path}: no such results file") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ResultsFormatError(f"{path}: not a JSON results file ({exc})") from exc
+        if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:
+            found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise ResultsFormatError(f"{path}: unknown results schema {found!r} (expected {RESULTS_SCHEMA})")
+        try:
+            tests = tuple(
+                TestResult(**{**t, "verdict": Verdict(t["verdict"]), "operations": tuple(t.get("operations", ()))})
+                for t in data["tests"]
+            )
+            return cls(
+                run_id=data["run_id"], started=data["started"], finished=data["finished"],
+                target=TargetInfo(**data["target"]), tests=tests, seed=data.get("seed"),
+                strict=data.get("strict", False), ackspec_version=data.get("ackspec_version", ""),
+                code_version=data.get("code_version", ""), extra=data.get("extra", {}),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ResultsFormatError(f"{path}: malformed results file ({exc})") from exc
