@@ -1,0 +1,282 @@
+"""Sans-IO STOMP framing: bytes in, :class:`Frame` values out, and back.
+
+Why sans-IO: the same parser serves the reference broker, the reference client and the
+benchmark, and is tested byte by byte without sockets (the h11 approach).
+
+Parsing (:class:`FrameParser`) is incremental: :meth:`FrameParser.feed` accepts any split of
+the stream and returns the frames (and :data:`~.frames.HEARTBEAT` markers for end-of-lines
+between frames) completed so far. Malformed input raises :class:`StompProtocolError`, and
+nothing else; after an error the parser is dead and re-raises the same error. Limits bound
+memory: ``max_frame`` (bytes of a whole frame, headers plus body), ``max_headers`` (header
+count) and ``max_header_length`` (bytes of one header line or of the command line).
+
+Header escaping depends on the version (STOMP 1.2 "Value Encoding"): none in 1.0;
+``\\\\ \\n \\c`` in 1.1; also ``\\r`` in 1.2; never in CONNECT/STOMP/CONNECTED frames.
+Set :attr:`FrameParser.version` after negotiation (the broker session does).
+
+Bodies end at the first NUL unless a ``content-length`` header gives their exact size;
+EOL is ``\\n`` or ``\\r\\n``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ackspec.reference.stomp.frames import (
+    ALL_COMMANDS,
+    HEARTBEAT,
+    UNESCAPED_COMMANDS,
+    Frame,
+    HeartBeat,
+)
+
+DEFAULT_MAX_FRAME: Final = 4 * 1024 * 1024
+DEFAULT_MAX_HEADERS: Final = 100
+DEFAULT_MAX_HEADER_LENGTH: Final = 8192
+
+
+class StompProtocolError(Exception):
+    """Malformed or over-limit STOMP input. ``message`` is meant for an ERROR frame."""
+
+    def __init__(self, message: str, *, frame: Frame | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.frame = frame
+        """The offending frame when it was parsed completely (e.g. a semantic error)."""
+
+
+_UNESCAPE_11: Final = {"\\\\": "\\", "\\n": "\n", "\\c": ":"}
+_UNESCAPE_12: Final = {**_UNESCAPE_11, "\\r": "\r"}
+
+
+def _unescape(value: str, version: str) -> str:
+    if "\\" not in value:
+        return value
+    table = _UNESCAPE_12 if version == "1.2" else _UNESCAPE_11
+    out: list[str] = []
+    i = 0
+    n = len(value)
+    while i < n:
+        ch = value[i]
+        if ch == "\\":
+            pair = value[i : i + 2]
+            repl = table.get(pair)
+            if repl is None:
+                raise StompProtocolError(f"undefined escape sequence {pair!r} in header")
+            out.append(repl)
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def escape(value: str, version: str) -> str:
+    """Escape a header name or value for ``version`` (no-op for 1.0)."""
+    if version == "1.0":
+        return value
+    if "\\" in value:
+        value = value.replace("\\", "\\\\")
+    if "\n" in value:
+        value = value.replace("\n", "\\n")
+    if ":" in value:
+        value = value.replace(":", "\\c")
+    if version == "1.2" and "\r" in value:
+        value = value.replace("\r", "\\r")
+    return value
+
+
+def _needs_escape(value: str) -> bool:
+    return "\\" in value or "\n" in value or ":" in value or "\r" in value
+
+
+def encode(frame: Frame, version: str = "1.2", *, content_length: bool = False) -> bytes:
+    """Serialise ``frame`` for ``version``.
+
+    Headers are written exactly as given (escaped as the version requires). With
+    ``content_length=True`` a ``content-length`` header is added when the frame has none;
+    a body containing NUL without ``content-length`` raises ``ValueError`` (it could not
+    be parsed back).
+    """
+    parts: list[str] = [frame.command, "\n"]
+    plain = version == "1.0" or frame.command in UNESCAPED_COMMANDS
+    has_length = False
+    for name, value in frame.headers:
+        if name == "content-length":
+            has_length = True
+        if plain:
+            if "\n" in value or "\n" in name or ":" in name or "\r" in name or not name:
+                raise ValueError(f"header {name!r} cannot be written unescaped in {frame.command}/{version}")
+            parts += (name, ":", value, "\n")
+        elif not (_needs_escape(name) or _needs_escape(value)):
+            parts += (name, ":", value, "\n")
+        else:
+            parts += (escape(name, version), ":", escape(value, version), "\n")
+    body = frame.body
+    if content_length and not has_length:
+        parts += ("content-length:", str(len(body)), "\n")
+        has_length = True
+    elif not has_length and b"\x00" in body:
+        raise ValueError("a body containing NUL needs a content-length header")
+    if "\n" in frame.command or frame.command == "":
+        raise ValueError(f"invalid command {frame.command!r}")
+    parts.append("\n")
+    return "".join(parts).encode() + body + b"\x00"
+
+
+class FrameParser:
+    """Incremental STOMP parser with limits. See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        max_headers: int = DEFAULT_MAX_HEADERS,
+        max_header_length: int = DEFAULT_MAX_HEADER_LENGTH,
+        version: str = "1.2",
+        commands: frozenset[str] = ALL_COMMANDS,
+    ) -> None:
+        self.max_frame = max_frame
+        self.max_headers = max_headers
+        self.max_header_length = max_header_length
+        self.version = version
+        self.commands = commands
+        self._buf = bytearray()
+        self._error: StompProtocolError | None = None
+        # Pending frame whose headers are parsed and whose body we are waiting for.
+        self._pending: tuple[str, tuple[tuple[str, str], ...], int | None] | None = None
+        self._scan = 0  # where to resume the search for the end of headers / the NUL
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as a frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Frame | HeartBeat]:
+        """Add ``data``; return every frame completed so far (may be empty)."""
+        if self._error is not None:
+            raise self._error
+        if data:
+            self._buf += data
+        out: list[Frame | HeartBeat] = []
+        try:
+            while True:
+                item = self._next()
+                if item is None:
+                    return out
+                out.append(item)
+        except StompProtocolError as exc:
+            self._error = exc
+            raise
+        except Exception as exc:  # defensive: the contract is "only StompProtocolError"
+            self._error = StompProtocolError(f"malformed frame ({type(exc).__name__})")
+            raise self._error from exc
+
+    def _next(self) -> Frame | HeartBeat | None:
+        buf = self._buf
+        if self._pending is None:
+            if not buf:
+                return None
+            first = buf[0]
+            if first == 0x0A:  # heart-beat EOL
+                del buf[0]
+                return HEARTBEAT
+            if first == 0x0D:
+                if len(buf) < 2:
+                    return None
+                if buf[1] != 0x0A:
+                    raise StompProtocolError("malformed frame: CR not followed by LF")
+                del buf[:2]
+                return HEARTBEAT
+            end = buf.find(b"\n\n", self._scan)
+            end_crlf = buf.find(b"\n\r\n", self._scan)
+            if end < 0 and end_crlf < 0:
+                limit = min(self.max_frame, (self.max_headers + 1) * (self.max_header_length + 2))
+                if len(buf) > limit:
+                    raise StompProtocolError(
+                        f"frame headers exceed the limit ({self.max_frame} bytes / {self.max_headers} headers)"
+                    )
+                nl = buf.rfind(b"\n")
+                tail = len(buf) - (nl + 1)
+                if tail > self.max_header_length:
+                    raise StompProtocolError(f"header line longer than {self.max_header_length} bytes")
+                self._scan = max(0, len(buf) - 2)
+                return None
+            if end < 0 or (0 <= end_crlf < end):
+                head_end, body_start = end_crlf, end_crlf + 3
+            else:
+                head_end, body_start = end, end + 2
+            if body_start > self.max_frame:
+                raise StompProtocolError(f"frame larger than {self.max_frame} bytes")
+            self._parse_head(bytes(buf[:head_end]))
+            del buf[:body_start]
+            self._scan = 0
+        return self._body()
+
+    def _parse_head(self, head: bytes) -> None:
+        try:
+            text = head.decode("utf-8")
+        except UnicodeDecodeError:
+            raise StompProtocolError("frame headers are not valid UTF-8") from None
+        lines = text.split("\n")
+        command = lines[0].removesuffix("\r")
+        if len(command) > self.max_header_length:
+            raise StompProtocolError("command line too long")
+        if command not in self.commands:
+            shown = command if len(command) <= 40 else command[:40] + "..."
+            raise StompProtocolError(f"unknown command {shown!r}")
+        if len(lines) - 1 > self.max_headers:
+            raise StompProtocolError(f"too many headers (limit {self.max_headers})")
+        plain = self.version == "1.0" or command in UNESCAPED_COMMANDS
+        headers: list[tuple[str, str]] = []
+        length: int | None = None
+        for raw in lines[1:]:
+            line = raw.removesuffix("\r")
+            if len(line) > self.max_header_length:
+                raise StompProtocolError(f"header line longer than {self.max_header_length} bytes")
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise StompProtocolError(f"malformed header line (no colon): {line[:40]!r}")
+            if not name:
+                raise StompProtocolError("malformed header line (empty name)")
+            if not plain:
+                name = _unescape(name, self.version)
+                value = _unescape(value, self.version)
+            if name == "content-length" and length is None:
+                if not value.isdigit() or not value.isascii():
+                    raise StompProtocolError(f"invalid content-length {value[:20]!r}")
+                length = int(value)
+                if length > self.max_frame:
+                    raise StompProtocolError(f"frame larger than {self.max_frame} bytes")
+            headers.append((name, value))
+        self._pending = (command, tuple(headers), length)
+
+    def _body(self) -> Frame | None:
+        assert self._pending is not None
+        command, headers, length = self._pending
+        buf = self._buf
+        if length is not None:
+            if len(buf) < length + 1:
+                return None
+            if buf[length] != 0:
+                raise StompProtocolError("frame body not terminated by NUL after content-length bytes")
+            body = bytes(buf[:length])
+            del buf[: length + 1]
+        else:
+            nul = buf.find(b"\x00", self._scan)
+            if nul < 0:
+                if len(buf) > self.max_frame:
+                    raise StompProtocolError(f"frame larger than {self.max_frame} bytes")
+                self._scan = len(buf)
+                return None
+            body = bytes(buf[:nul])
+            del buf[: nul + 1]
+        self._pending = None
+        self._scan = 0
+        return Frame(command, headers, body)
+
+
+def parse_all(data: bytes, **kwargs: object) -> list[Frame | HeartBeat]:
+    """Parse a complete byte string (convenience for tests and tools)."""
+    parser = FrameParser(**kwargs)  # type: ignore[arg-type]
+    return parser.feed(data)

@@ -1,0 +1,148 @@
+"""STOMP codec: round trip, split invariance, limits, and fuzzing (no exception but StompProtocolError)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from ackspec.reference.stomp.codec import FrameParser, StompProtocolError, encode, escape
+from ackspec.reference.stomp.frames import CLIENT_COMMANDS, HEARTBEAT, SERVER_COMMANDS, Frame
+
+from ._req import requirement
+
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+names = text.filter(lambda s: s not in {"", "content-length"})
+versions = st.sampled_from(["1.1", "1.2"])
+
+
+@st.composite
+def frames(draw: st.DrawFn, version: str = "1.2") -> Frame:
+    command = draw(st.sampled_from(sorted((CLIENT_COMMANDS | SERVER_COMMANDS) - {"CONNECT", "STOMP", "CONNECTED"})))
+    headers = draw(st.lists(st.tuples(names, text), max_size=6))
+    body = draw(st.binary(max_size=64))
+    if b"\x00" in body or draw(st.booleans()):
+        headers.append(("content-length", str(len(body))))
+    return Frame(command, tuple(headers), body)
+
+
+@requirement("STOMP-HEADER-ESCAPING")
+@given(frames(), versions)
+def test_round_trip(frame: Frame, version: str) -> None:
+    parser = FrameParser(version=version)
+    assert parser.feed(encode(frame, version)) == [frame]
+
+
+@given(st.lists(frames(), min_size=1, max_size=4), st.data())
+def test_any_split_parses_the_same(fs: list[Frame], data: st.DataObject) -> None:
+    stream = b"".join(encode(f) + data.draw(st.sampled_from([b"", b"\n", b"\r\n"])) for f in fs)
+    whole = FrameParser().feed(stream)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=8)))
+    parser = FrameParser()
+    got: list[object] = []
+    prev = 0
+    for cut in [*cuts, len(stream)]:
+        got += parser.feed(stream[prev:cut])
+        prev = cut
+    assert got == whole
+    assert [x for x in got if isinstance(x, Frame)] == fs
+
+
+def test_byte_by_byte_with_crlf_and_heartbeats() -> None:
+    stream = b"\r\n\nSEND\r\ndestination:/queue/a\r\n\r\nbody\x00\n"
+    parser = FrameParser()
+    out: list[object] = []
+    for i in range(len(stream)):
+        out += parser.feed(stream[i : i + 1])
+    assert out == [HEARTBEAT, HEARTBEAT, Frame("SEND", (("destination", "/queue/a"),), b"body"), HEARTBEAT]
+
+
+def test_escaping_per_version() -> None:
+    assert escape("a:b\nc\\d\re", "1.2") == "a\\cb\\nc\\\\d\\re"
+    assert escape("a:b\re", "1.1") == "a\\cb\re"
+    assert escape("a:b", "1.0") == "a:b"
+    # CONNECT headers are never escaped
+    assert encode(Frame("CONNECT", (("passcode", "a:b"),))) == b"CONNECT\npasscode:a:b\n\n\x00"
+    f = FrameParser().feed(b"CONNECT\npasscode:a\\cb\n\n\x00")[0]
+    assert isinstance(f, Frame) and f.get("passcode") == "a\\cb"
+
+
+def test_unescapable_connect_header_rejected() -> None:
+    with pytest.raises(ValueError):
+        encode(Frame("CONNECT", (("login", "a\nb"),)))
+
+
+def test_repeated_header_first_wins() -> None:
+    f = FrameParser().feed(b"MESSAGE\nfoo:1\nfoo:2\n\n\x00")[0]
+    assert isinstance(f, Frame) and f.get("foo") == "1"
+
+
+def test_content_length_body_with_nul() -> None:
+    f = Frame("SEND", (("content-length", "3"),), b"a\x00b")
+    assert FrameParser().feed(encode(f)) == [f]
+    with pytest.raises(ValueError):
+        encode(Frame("SEND", (), b"a\x00b"))
+    assert FrameParser().feed(encode(Frame("SEND", (), b"a\x00b"), content_length=True))[0] == Frame(
+        "SEND", (("content-length", "3"),), b"a\x00b"
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (b"FOO\n\n\x00", "unknown command"),
+        (b"send\n\n\x00", "unknown command"),
+        (b"SEND\nnocolon\n\n\x00", "no colon"),
+        (b"SEND\nfoo:a\\tb\n\n\x00", "escape"),
+        (b"SEND\ncontent-length:x\n\n\x00", "content-length"),
+        (b"SEND\ncontent-length:1\n\nab\x00", "NUL"),
+        (b"\rX", "CR"),
+        (b"SEND\nfoo:\xff\n\n\x00", "UTF-8"),
+    ],
+)
+def test_malformed(data: bytes, fragment: str) -> None:
+    parser = FrameParser()
+    with pytest.raises(StompProtocolError, match=fragment):
+        parser.feed(data)
+    with pytest.raises(StompProtocolError):  # dead after an error
+        parser.feed(b"\n")
+
+
+def test_limits() -> None:
+    with pytest.raises(StompProtocolError, match="too many headers"):
+        FrameParser(max_headers=2).feed(b"SEND\na:1\nb:2\nc:3\n\n\x00")
+    with pytest.raises(StompProtocolError, match="larger than"):
+        FrameParser(max_frame=100).feed(b"SEND\n\n" + b"x" * 200)
+    with pytest.raises(StompProtocolError, match="larger than"):
+        FrameParser(max_frame=100).feed(b"SEND\ncontent-length:1000\n\n")
+    with pytest.raises(StompProtocolError, match="header line longer"):
+        FrameParser(max_header_length=10).feed(b"SEND\nabcdefghijklmnop")
+    with pytest.raises(StompProtocolError):
+        FrameParser(max_frame=1000).feed(b"SEND\n" + b"a:b\n" * 400)
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=200))
+@example(b"\x00")
+@example(b"SEND\n\n\x00\r")
+def test_fuzz_random_bytes(data: bytes) -> None:
+    parser = FrameParser(max_frame=150, max_headers=5, max_header_length=40)
+    try:
+        parser.feed(data)
+    except StompProtocolError as exc:
+        assert exc.message
+
+
+@settings(max_examples=300)
+@given(frames(), st.data())
+def test_fuzz_mutated_frames(frame: Frame, data: st.DataObject) -> None:
+    raw = bytearray(encode(frame))
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, len(raw) - 1))
+        raw[pos] = data.draw(st.integers(0, 255))
+    parser = FrameParser(max_frame=1000)
+    try:
+        for x in parser.feed(bytes(raw)):
+            assert isinstance(x, (Frame, type(HEARTBEAT)))
+    except StompProtocolError:
+        pass
