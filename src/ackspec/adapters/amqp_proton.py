@@ -1,0 +1,766 @@
+"""python-qpid-proton driver: the adapter interface over AMQP 1.0.
+
+The driver uses proton's protocol *engine* (``Connection``/``Transport``/
+``Collector``) over a plain blocking socket, pumped in the caller's thread.
+There is no reactor thread: every verb pumps bytes until the condition it waits
+for holds (a disposition, a transfer, a remote attach) or its timeout expires.
+That keeps the driver deterministic and lets :meth:`_crash` drop the socket
+without any goodbye.
+
+How the adapter verbs map onto AMQP 1.0:
+
+=====================  =========================================================
+adapter                AMQP 1.0
+=====================  =========================================================
+``send(confirm=True)`` unsettled transfer; *confirmed* once the target's outcome
+                       is ``accepted`` (``rejected``/``released``/``modified``
+                       raise :class:`AdapterError`)
+``send(confirm=False)`` pre-settled transfer (at-most-once); recorded as ``info``
+``persistent``         header ``durable=true``
+seq / producer         application properties ``ackspec-seq``/``ackspec-producer``
+``subscribe(AUTO)``    receiver link, ``snd-settle-mode=settled`` (at-most-once)
+``subscribe(CLIENT*)`` receiver link, ``snd-settle-mode=unsettled``;
+                       ``rcv-settle-mode`` first by default, ``second`` on
+                       request (``?rcv-settle=second`` or subscribe header
+                       ``amqp-rcv-settle-mode: second``)
+``prefetch``           link credit: credit is topped up so that held (received,
+                       unsettled or not yet handed to the test) deliveries plus
+                       outstanding credit never exceed the prefetch
+``ack``                ``accepted``; in CLIENT mode cumulative over the link
+                       (every earlier unsettled delivery of the link too)
+``nack(outcome)``      ``released`` / ``modified{delivery-failed}`` /
+                       ``modified{delivery-failed, undeliverable-here}`` /
+                       ``rejected``; plain ``NACK`` means ``modified{delivery-failed}``
+                       (the JMS mapping of a failed delivery)
+``begin/commit/abort`` coordinator link: ``declare`` / ``discharge(fail)``;
+                       transactional transfers and dispositions carry
+                       ``transactional-state``
+=====================  =========================================================
+
+Delivery count: AMQP's header ``delivery-count`` counts *prior failed*
+attempts (0 on the first delivery), while :attr:`Delivery.delivery_count`
+follows JMSXDeliveryCount (1 on the first delivery). The driver reports
+``amqp delivery-count + 1``, and ``redelivered`` as ``delivery-count > 0`` (the
+Qpid JMS mapping). See docs/amqp-mapping.md.
+
+Addresses: ``/queue/NAME`` and ``/topic/NAME`` are passed through by default
+(RabbitMQ and the reference broker understand them). ``?address=capabilities``
+strips the prefix and asks for a ``queue``/``topic`` capability on the terminus
+(Artemis), ``?address=activemq`` rewrites to ``queue://NAME`` / ``topic://NAME``
+(ActiveMQ Classic).
+
+URL: ``amqp://[user:password@]host:port[?options]``. With a user the driver
+offers SASL PLAIN (``allow_insecure_mechs`` since there is no TLS), otherwise
+ANONYMOUS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import select
+import socket
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from proton import (
+    Collector,
+    Condition,
+    Connection,
+    Described,
+    Endpoint,
+    Event,
+    Link,
+    Message,
+    Terminus,
+    Transport,
+    symbol,
+    ulong,
+)
+from proton import Delivery as PnDelivery
+
+from ackspec.adapters.base import (
+    AckMode,
+    Adapter,
+    AdapterError,
+    Capability,
+    Client,
+    ConnectionLost,
+    Delivery,
+    Indeterminate,
+    NackOutcome,
+    NotSupported,
+    SendResult,
+)
+from ackspec.history import PRODUCER_HEADER, SEQ_HEADER, Recorder
+
+DECLARED = 0x33
+TRANSACTIONAL_STATE = 0x34
+ACCEPTED_CODE = 0x24
+REJECTED_CODE = 0x25
+RELEASED_CODE = 0x26
+MODIFIED_CODE = 0x27
+
+DEFAULT_CREDIT = 100
+"""Credit granted when the test asks for no particular prefetch."""
+
+ALL_CAPABILITIES = frozenset({
+    Capability.QUEUES, Capability.TOPICS, Capability.ACK_AUTO, Capability.ACK_CLIENT,
+    Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK, Capability.NACK_OUTCOMES, Capability.RECEIPTS,
+    Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.PREFETCH, Capability.PERSISTENCE,
+    Capability.REDELIVERED_FLAG, Capability.DELIVERY_COUNT, Capability.DEAD_LETTER, Capability.ABRUPT_DISCONNECT,
+    Capability.CUSTOM_HEADERS, Capability.BINARY_BODY,
+})
+"""Everything the driver can exercise; a target profile narrows it with ``without``."""
+
+
+def outcome_name(state: int | None) -> str:
+    return {ACCEPTED_CODE: "accepted", REJECTED_CODE: "rejected", RELEASED_CODE: "released",
+            MODIFIED_CODE: "modified", DECLARED: "declared", TRANSACTIONAL_STATE: "transactional-state",
+            None: "none", 0: "none"}.get(state, f"0x{state:x}" if state else "none")
+
+
+def condition_text(cond: Condition | None) -> str:
+    if cond is None:
+        return ""
+    return f"{cond.name}: {cond.description}" if cond.description else str(cond.name)
+
+
+@dataclass(frozen=True, slots=True)
+class AmqpOptions:
+    """Driver options parsed from the target URL."""
+
+    host: str
+    port: int
+    user: str | None = None
+    password: str | None = None
+    address_style: str = "path"  # path | capabilities | activemq
+    rcv_settle: str = "first"
+    credit: int = DEFAULT_CREDIT
+
+    @classmethod
+    def from_url(cls, url: str) -> AmqpOptions:
+        parts = urlsplit(url)
+        if parts.scheme not in ("amqp", ""):
+            raise AdapterError(f"not an amqp:// URL: {url}")
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        style = query.get("address", "path")
+        if style not in ("path", "capabilities", "activemq"):
+            raise AdapterError(f"address={style!r}: expected path, capabilities or activemq")
+        rcv = query.get("rcv-settle", "first")
+        if rcv not in ("first", "second"):
+            raise AdapterError(f"rcv-settle={rcv!r}: expected first or second")
+        try:
+            port = parts.port or 5672
+            credit = int(query.get("credit", DEFAULT_CREDIT))
+        except ValueError as exc:
+            raise AdapterError(f"bad amqp URL {url!r}: {exc}") from exc
+        return cls(host=parts.hostname or "127.0.0.1", port=port,
+                   user=unquote(parts.username) if parts.username else None,
+                   password=unquote(parts.password) if parts.password else None,
+                   address_style=style, rcv_settle=rcv, credit=credit)
+
+    def terminus(self, destination: str) -> tuple[str, str | None]:
+        """Map a ``/queue/x`` or ``/topic/x`` destination to (address, capability)."""
+        kind, _, name = destination.lstrip("/").partition("/")
+        if kind not in ("queue", "topic") or not name:
+            return destination, None
+        if self.address_style == "capabilities":
+            return name, kind
+        if self.address_style == "activemq":
+            return f"{kind}://{name}", None
+        return destination, None
+
+
+class Wire:
+    """One proton engine connection over a blocking socket, pumped on demand.
+
+    Sans-reactor: bytes go out with ``transport.peek/pop`` and come in with
+    ``transport.push``; collector events are dispatched to :attr:`on_event`.
+    """
+
+    def __init__(self, opts: AmqpOptions, container: str, on_event: Callable[[Event], None]) -> None:
+        self.opts = opts
+        self.on_event = on_event
+        try:
+            self.sock = socket.create_connection((opts.host, opts.port), timeout=5.0)
+        except OSError as exc:
+            raise AdapterError(f"nothing listening at amqp://{opts.host}:{opts.port}: {exc}") from exc
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.setblocking(False)
+        self.conn = Connection()
+        self.conn.container = container
+        self.conn.hostname = opts.host
+        self.collector = Collector()
+        self.conn.collect(self.collector)
+        self.transport = Transport()
+        sasl = self.transport.sasl()
+        if opts.user is not None:
+            self.conn.user = opts.user
+            self.conn.password = opts.password or ""
+            sasl.allowed_mechs("PLAIN")
+            sasl.allow_insecure_mechs = True
+        else:
+            sasl.allowed_mechs("ANONYMOUS")
+        self.transport.bind(self.conn)
+        self.closed = False  # socket gone (EOF, error or crash)
+        self.error: str | None = None
+
+    # -- pumping ------------------------------------------------------------------
+
+    def flush(self) -> None:
+        while not self.closed:
+            pending = self.transport.pending()
+            if pending <= 0:
+                if pending < 0:
+                    self._lost("transport closed for output")
+                return
+            data = self.transport.peek(pending)
+            if not data:
+                return
+            try:
+                sent = self.sock.send(data)
+            except BlockingIOError:
+                select.select([], [self.sock], [], 0.05)
+                continue
+            except OSError as exc:
+                self._lost(f"send failed: {exc}")
+                return
+            self.transport.pop(sent)
+
+    def pump(self, wait: float) -> None:
+        """Write what is pending, read for up to ``wait`` seconds, dispatch events."""
+        self.dispatch()
+        self.flush()
+        if self.closed:
+            return
+        readable, _, _ = select.select([self.sock], [], [], max(wait, 0.0))
+        if readable:
+            try:
+                data = self.sock.recv(65536)
+            except BlockingIOError:
+                data = None
+            except OSError as exc:
+                self._lost(f"recv failed: {exc}")
+                data = None
+            if data == b"":
+                self._lost("connection closed by the peer")
+            elif data:
+                capacity = self.transport.capacity()
+                if capacity < 0:
+                    self._lost("transport closed for input")
+                else:
+                    self.transport.push(data)
+        self.transport.tick(time.monotonic())
+        self.dispatch()
+        self.flush()
+
+    def dispatch(self) -> None:
+        while True:
+            event = self.collector.peek()
+            if event is None:
+                return
+            try:
+                self.on_event(event)
+            finally:
+                self.collector.pop()
+
+    def _lost(self, why: str) -> None:
+        if not self.closed:
+            self.closed = True
+            self.error = self.error or why
+            with contextlib.suppress(Exception):
+                self.transport.close_tail()
+            with contextlib.suppress(OSError):
+                self.sock.close()
+
+    def wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+        """Pump until ``done()``; raise :class:`Indeterminate` on timeout, ConnectionLost on loss."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if done():
+                return
+            self.check()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Indeterminate(f"timed out after {timeout:g}s waiting for {what}")
+            self.pump(min(remaining, 0.2))
+
+    def check(self) -> None:
+        """Raise if the connection is gone or the peer closed it."""
+        if self.conn.state & Endpoint.REMOTE_CLOSED:
+            why = condition_text(self.conn.remote_condition) or "no error"
+            raise ConnectionLost(f"connection closed by peer: {why}")
+        tcond = self.transport.condition
+        if tcond is not None and self.closed:
+            raise ConnectionLost(f"transport error: {condition_text(tcond)}")
+        if self.closed:
+            raise ConnectionLost(self.error or "connection lost")
+
+    def crash(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        self._lost("crashed by the test")
+
+
+@dataclass
+class _Subscription:
+    sub_id: str
+    destination: str
+    ack: AckMode
+    link: Link
+    prefetch: int
+    settle_second: bool
+    buffered: deque[tuple[PnDelivery, Message]] = field(default_factory=deque)
+    unsettled: dict[str, PnDelivery] = field(default_factory=dict)  # ack_id -> delivery, in arrival order
+    handed: dict[str, PnDelivery] = field(default_factory=dict)  # unsettled and given to the test, in order
+    error: str | None = None
+
+
+@dataclass
+class _Transaction:
+    name: str
+    txn_id: bytes
+    acked: list[tuple[_Subscription, str, PnDelivery]] = field(default_factory=list)
+
+
+class ProtonClient(Client):
+    """One AMQP connection with one session; links are created per subscription and destination."""
+
+    def __init__(self, adapter: ProtonAdapter, process: str, opts: AmqpOptions) -> None:
+        super().__init__(adapter, process)
+        self.opts = opts
+        self._names = itertools.count(1)
+        self._tags = itertools.count(1)
+        self._msg_ids = itertools.count(1)
+        self._uid = uuid.uuid4().hex[:8]
+        self.wire = Wire(opts, f"ackspec-{process}-{self._uid}", self._on_event)
+        self._subs: dict[str, _Subscription] = {}
+        self._by_link: dict[str, _Subscription] = {}
+        self._senders: dict[str, Link] = {}
+        self._link_errors: dict[str, str] = {}
+        self._coordinator: Link | None = None
+        self._txns: dict[str, _Transaction] = {}
+        self.wire.conn.open()
+        self.session = self.wire.conn.session()
+        self.session.open()
+        self.wire.wait(self._remote_open, self.timeout, "the connection to open")
+
+    # -- engine ---------------------------------------------------------------------
+
+    def _remote_open(self) -> bool:
+        conn = self.wire.conn
+        return bool(conn.state & Endpoint.REMOTE_ACTIVE) and bool(self.session.state & Endpoint.REMOTE_ACTIVE)
+
+    def _on_event(self, event: Event) -> None:
+        kind = event.type
+        if kind == Event.DELIVERY and event.delivery is not None:
+            self._on_delivery(event.delivery)
+        elif kind in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH) and event.link is not None:
+            link = event.link
+            text = condition_text(link.remote_condition) or "link closed by peer"
+            self._link_errors[link.name] = text
+            sub = self._by_link.get(link.name)
+            if sub is not None:
+                sub.error = text
+        elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
+            self.wire.error = condition_text(event.session.remote_condition) or "session closed by peer"
+
+    def _on_delivery(self, dlv: PnDelivery) -> None:
+        link = dlv.link
+        if not link.is_receiver or dlv.partial or not dlv.readable:
+            return
+        sub = self._by_link.get(link.name)
+        data = link.recv(dlv.pending)
+        link.advance()
+        if sub is None or data is None:
+            return
+        msg = Message()
+        msg.decode(data)
+        sub.buffered.append((dlv, msg))
+        if not dlv.remote_settled:
+            sub.unsettled[self._ack_id(sub, dlv)] = dlv
+
+    @staticmethod
+    def _ack_id(sub: _Subscription, dlv: PnDelivery) -> str:
+        tag = dlv.tag
+        text = tag.hex() if isinstance(tag, bytes) else str(tag)
+        return f"{sub.sub_id}/{text}"
+
+    def _check_link(self, link: Link, what: str) -> None:
+        err = self._link_errors.get(link.name)
+        if err is not None:
+            raise AdapterError(f"{what}: {err}")
+        self.wire.check()
+
+    def _top_up(self, sub: _Subscription) -> None:
+        """Keep held deliveries + outstanding credit == prefetch (credit = prefetch)."""
+        held = len(sub.buffered) if sub.ack is AckMode.AUTO else len(sub.unsettled)
+        if sub.ack is not AckMode.AUTO:
+            # pre-settled deliveries of an unsettled-mode link (should not happen) still occupy the buffer
+            held = max(held, len(sub.buffered))
+        want = sub.prefetch - held - sub.link.credit
+        if want > 0:
+            sub.link.flow(want)
+
+    # -- subscriptions -------------------------------------------------------------------
+
+    def _subscribe(self, destination: str, ack: AckMode, prefetch: int | None, headers: dict[str, str]) -> str:
+        address, capability = self.opts.terminus(destination)
+        name = f"ackspec-{self.process}-{self._uid}-r{next(self._names)}"
+        link = self.session.receiver(name)
+        link.source.address = address
+        if capability:
+            link.source.capabilities.put_object(symbol(capability))
+        link.target.address = address
+        if ack is AckMode.AUTO:
+            link.snd_settle_mode = Link.SND_SETTLED
+        else:
+            link.snd_settle_mode = Link.SND_UNSETTLED
+        second = headers.get("amqp-rcv-settle-mode", self.opts.rcv_settle) == "second"
+        link.rcv_settle_mode = Link.RCV_SECOND if second else Link.RCV_FIRST
+        credit = self.opts.credit if prefetch is None else prefetch
+        if credit <= 0:
+            raise NotSupported(Capability.PREFETCH, "AMQP credit 0 would deliver nothing; pull is not mapped")
+        sub = _Subscription(sub_id=name, destination=destination, ack=ack, link=link, prefetch=credit,
+                            settle_second=False)
+        self._subs[name] = sub
+        self._by_link[name] = sub
+        link.open()
+        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED)),
+                       self.timeout, f"attach of receiver {name}")
+        if link.state & Endpoint.REMOTE_CLOSED or link.remote_source.address is None:
+            self.wire.wait(lambda: name in self._link_errors or bool(link.state & Endpoint.REMOTE_CLOSED),
+                           self.timeout, f"refusal of receiver {name}")
+            raise AdapterError(f"subscribe to {destination} refused: {self._link_errors.get(name, 'no source')}")
+        sub.settle_second = second and link.remote_rcv_settle_mode == Link.RCV_SECOND
+        self._top_up(sub)
+        self.wire.flush()
+        return name
+
+    def _unsubscribe(self, subscription: str) -> None:
+        sub = self._subs.pop(subscription, None)
+        if sub is None:
+            raise AdapterError(f"unknown subscription {subscription}")
+        sub.link.close()
+        self.wire.wait(lambda: bool(sub.link.state & Endpoint.REMOTE_CLOSED), self.timeout,
+                       f"detach of {subscription}")
+        self._by_link.pop(subscription, None)
+
+    # -- sending ----------------------------------------------------------------------------
+
+    def _sender(self, destination: str) -> Link:
+        link = self._senders.get(destination)
+        if link is not None and not link.state & Endpoint.REMOTE_CLOSED:
+            return link
+        address, capability = self.opts.terminus(destination)
+        name = f"ackspec-{self.process}-{self._uid}-s{next(self._names)}"
+        link = self.session.sender(name)
+        link.target.address = address
+        if capability:
+            link.target.capabilities.put_object(symbol(capability))
+        link.source.address = name
+        link.snd_settle_mode = Link.SND_MIXED
+        link.open()
+        self._senders[destination] = link
+        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED)),
+                       self.timeout, f"attach of sender {name}")
+        if link.state & Endpoint.REMOTE_CLOSED or link.remote_target.address is None:
+            self.wire.wait(lambda: name in self._link_errors or bool(link.state & Endpoint.REMOTE_CLOSED),
+                           self.timeout, f"refusal of sender {name}")
+            self._senders.pop(destination, None)
+            raise AdapterError(f"sending to {destination} refused: {self._link_errors.get(name, 'no target')}")
+        return link
+
+    def _send(self, destination: str, body: bytes, headers: dict[str, str], persistent: bool, confirm: bool,
+              transaction: str | None) -> SendResult:
+        txn = self._txn(transaction) if transaction is not None else None
+        link = self._sender(destination)
+        self.wire.wait(lambda: link.credit > 0 or link.name in self._link_errors, self.timeout,
+                       f"credit on {destination}")
+        self._check_link(link, f"send to {destination}")
+        msg = Message()
+        msg.inferred = True
+        msg.body = bytes(body)
+        msg.durable = persistent
+        msg.id = f"ackspec:{self._uid}:{next(self._msg_ids)}"
+        props: dict[str, Any] = dict(headers)
+        if SEQ_HEADER in props:
+            with contextlib.suppress(ValueError):
+                props[SEQ_HEADER] = int(props[SEQ_HEADER])
+        msg.properties = props  # type: ignore[assignment]  # proton's stub says None
+        dlv = link.delivery(str(next(self._tags)))
+        link.send(msg.encode())
+        link.advance()
+        if txn is not None:
+            dlv.local.data = [txn.txn_id]  # type: ignore[list-item]  # proton's stub says list[int]
+            dlv.update(TRANSACTIONAL_STATE)
+        message_id = str(msg.id)
+        if not confirm:
+            dlv.settle()
+            self.wire.flush()
+            return SendResult(seq=None, confirmed=False, message_id=message_id)
+        self.wire.wait(lambda: bool(dlv.remote_state) or dlv.remote_settled or link.name in self._link_errors,
+                       self.timeout, f"the outcome of a transfer to {destination}")
+        state = dlv.remote_state
+        detail: dict[str, Any] = {"outcome": outcome_name(state)}
+        if state == TRANSACTIONAL_STATE:
+            data = dlv.remote.data or []
+            inner = data[1] if len(data) > 1 else None
+            state = int(inner.descriptor) if isinstance(inner, Described) else ACCEPTED_CODE
+            detail["outcome"] = outcome_name(state)
+            detail["transactional"] = True
+        cond = dlv.remote.condition
+        dlv.settle()
+        self.wire.flush()
+        if state == ACCEPTED_CODE:
+            return SendResult(seq=None, confirmed=True, message_id=message_id, detail=detail)
+        if not state:
+            self._check_link(link, f"send to {destination}")
+            raise Indeterminate(f"transfer to {destination} settled with no outcome")
+        raise AdapterError(f"send to {destination}: outcome {outcome_name(state)}"
+                           + (f" ({condition_text(cond)})" if cond else ""))
+
+    # -- receiving ------------------------------------------------------------------------------
+
+    def _receive(self, subscription: str, timeout: float) -> Delivery | None:
+        sub = self._subs.get(subscription)
+        if sub is None:
+            raise AdapterError(f"unknown subscription {subscription}")
+        self._top_up(sub)
+        try:
+            self.wire.wait(lambda: bool(sub.buffered) or sub.error is not None, timeout, "a delivery")
+        except Indeterminate:
+            self.wire.check()
+            return None
+        if not sub.buffered and sub.error is not None:
+            raise AdapterError(f"subscription {subscription} closed: {sub.error}")
+        dlv, msg = sub.buffered.popleft()
+        delivery = self._delivery(sub, dlv, msg)
+        if sub.ack is AckMode.AUTO:
+            self._top_up(sub)
+            self.wire.flush()
+        elif delivery.ack_id in sub.unsettled:
+            sub.handed[delivery.ack_id or ""] = dlv
+        return delivery
+
+    def _delivery(self, sub: _Subscription, dlv: PnDelivery, msg: Message) -> Delivery:
+        raw_props: dict[Any, Any] = dict(msg.properties or {})
+        props = {str(k): str(v) for k, v in raw_props.items()}
+        body = msg.body
+        if body is None:
+            raw = b""
+        elif isinstance(body, bytes | bytearray | memoryview):
+            raw = bytes(body)
+        elif isinstance(body, str):
+            raw = body.encode()
+        else:
+            raw = str(body).encode()
+        seq: int | None = None
+        with contextlib.suppress(ValueError, TypeError):
+            seq = int(props[SEQ_HEADER]) if SEQ_HEADER in props else None
+        count = int(msg.delivery_count or 0)
+        headers = dict(props)
+        headers["amqp:durable"] = "true" if msg.durable else "false"
+        headers["amqp:delivery-count"] = str(count)
+        headers["amqp:first-acquirer"] = "true" if msg.first_acquirer else "false"
+        return Delivery(destination=sub.destination, subscription=sub.sub_id, body=raw, headers=headers,
+                        message_id=None if msg.id is None else str(msg.id), ack_id=self._ack_id(sub, dlv),
+                        seq=seq, producer=props.get(PRODUCER_HEADER), redelivered=count > 0,
+                        delivery_count=count + 1)
+
+    # -- settlement ----------------------------------------------------------------------------------
+
+    def _targets(self, delivery: Delivery, cumulative: bool) -> tuple[_Subscription, list[tuple[str, PnDelivery]]]:
+        sub = self._subs.get(delivery.subscription)
+        if sub is None:
+            raise AdapterError(f"unknown subscription {delivery.subscription}")
+        if sub.ack is AckMode.AUTO:
+            raise AdapterError("delivery of an auto (pre-settled) subscription cannot be settled again")
+        ack_id = delivery.ack_id or ""
+        if ack_id not in sub.handed:
+            raise AdapterError(f"no unsettled delivery {ack_id} on {sub.sub_id}")
+        if not cumulative:
+            return sub, [(ack_id, sub.handed[ack_id])]
+        chosen: list[tuple[str, PnDelivery]] = []
+        for key, dlv in sub.handed.items():
+            chosen.append((key, dlv))
+            if key == ack_id:
+                break
+        return sub, chosen
+
+    def _settle(self, sub: _Subscription, chosen: list[tuple[str, PnDelivery]], code: int,
+                transaction: str | None, confirm: bool, *, failed: bool = False, undeliverable: bool = False) -> None:
+        txn = self._txn(transaction) if transaction is not None else None
+        for key, dlv in chosen:
+            if txn is not None:
+                fields: list[Any] = [] if code != MODIFIED_CODE else [failed, undeliverable]
+                dlv.local.data = [txn.txn_id, Described(ulong(code), fields)]  # type: ignore[list-item]
+                dlv.update(TRANSACTIONAL_STATE)
+                txn.acked.append((sub, key, dlv))
+                continue
+            if code == MODIFIED_CODE:
+                dlv.local.failed = failed
+                dlv.local.undeliverable = undeliverable
+            dlv.update(code)
+            if not sub.settle_second:
+                dlv.settle()
+                self._forget(sub, key)
+        self.wire.flush()
+        if txn is None and sub.settle_second:
+            # rcv-settle-mode second: the sender settles after applying our outcome; that is the confirmation
+            if confirm:
+                self.wire.wait(lambda: all(d.remote_settled for _, d in chosen) or sub.error is not None,
+                               self.timeout, "the sender to settle our disposition")
+            for key, dlv in chosen:
+                if dlv.remote_settled or not confirm:
+                    dlv.settle()
+                self._forget(sub, key)
+            self._check_link(sub.link, "disposition")
+        if txn is None:
+            self._top_up(sub)
+            self.wire.flush()
+
+    @staticmethod
+    def _forget(sub: _Subscription, key: str) -> None:
+        sub.unsettled.pop(key, None)
+        sub.handed.pop(key, None)
+
+    def _ack(self, delivery: Delivery, transaction: str | None, confirm: bool) -> None:
+        sub = self._subs.get(delivery.subscription)
+        cumulative = sub is not None and sub.ack is AckMode.CLIENT
+        sub, chosen = self._targets(delivery, cumulative)
+        self._settle(sub, chosen, ACCEPTED_CODE, transaction, confirm)
+
+    def _nack(self, delivery: Delivery, outcome: NackOutcome, transaction: str | None, confirm: bool) -> None:
+        sub, chosen = self._targets(delivery, False)
+        if outcome is NackOutcome.RELEASED:
+            self._settle(sub, chosen, RELEASED_CODE, transaction, confirm)
+        elif outcome is NackOutcome.REJECTED:
+            self._settle(sub, chosen, REJECTED_CODE, transaction, confirm)
+        elif outcome is NackOutcome.MODIFIED_UNDELIVERABLE:
+            self._settle(sub, chosen, MODIFIED_CODE, transaction, confirm, failed=True, undeliverable=True)
+        else:  # NACK and MODIFIED_FAILED
+            self._settle(sub, chosen, MODIFIED_CODE, transaction, confirm, failed=True)
+
+    # -- transactions ------------------------------------------------------------------------------------
+
+    def _txn(self, name: str) -> _Transaction:
+        txn = self._txns.get(name)
+        if txn is None:
+            raise AdapterError(f"unknown transaction {name}")
+        return txn
+
+    def _control(self, body: Described, what: str) -> PnDelivery:
+        coord = self._coordinator
+        if coord is None or coord.state & Endpoint.REMOTE_CLOSED:
+            name = f"ackspec-{self.process}-{self._uid}-txn{next(self._names)}"
+            coord = self.session.sender(name)
+            coord.source.address = name
+            coord.target.type = Terminus.COORDINATOR
+            coord.target.capabilities.put_object(symbol("amqp:local-transactions"))
+            coord.open()
+            self._coordinator = coord
+            self.wire.wait(lambda: bool(coord.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED)),
+                           self.timeout, "attach of the transaction coordinator")
+            if coord.state & Endpoint.REMOTE_CLOSED or coord.remote_target.type != Terminus.COORDINATOR:
+                self.wire.wait(lambda: name in self._link_errors, self.timeout, "coordinator refusal")
+                self._coordinator = None
+                raise NotSupported(Capability.TRANSACTIONS, f"coordinator refused: {self._link_errors.get(name)}")
+        self.wire.wait(lambda: coord.credit > 0 or coord.name in self._link_errors, self.timeout,
+                       "credit on the coordinator")
+        self._check_link(coord, what)
+        msg = Message(body=body)
+        dlv = coord.delivery(str(next(self._tags)))
+        coord.send(msg.encode())
+        coord.advance()
+        self.wire.wait(lambda: bool(dlv.remote_state) or dlv.remote_settled or coord.name in self._link_errors,
+                       self.timeout, f"the coordinator's answer to {what}")
+        self._check_link(coord, what)
+        return dlv
+
+    def _begin(self, transaction: str) -> None:
+        if transaction in self._txns:
+            raise AdapterError(f"transaction {transaction} already begun")
+        dlv = self._control(Described(symbol("amqp:declare:list"), [None]), "declare")
+        data = dlv.remote.data
+        state = dlv.remote_state
+        cond = dlv.remote.condition
+        dlv.settle()
+        if state != DECLARED or not data:
+            raise AdapterError(f"declare refused: {outcome_name(state)} {condition_text(cond)}".rstrip())
+        self._txns[transaction] = _Transaction(transaction, bytes(data[0]))
+
+    def _discharge(self, transaction: str, fail: bool) -> None:
+        txn = self._txns.pop(transaction, None)
+        if txn is None:
+            raise AdapterError(f"unknown transaction {transaction}")
+        dlv = self._control(Described(symbol("amqp:discharge:list"), [txn.txn_id, fail]), "discharge")
+        state = dlv.remote_state
+        cond = dlv.remote.condition
+        dlv.settle()
+        committed = state == ACCEPTED_CODE and not fail
+        for sub, key, pdlv in txn.acked:
+            if not committed:
+                # the outcome was not applied and the delivery stays acquired: give it back as failed
+                # (what Qpid JMS does on rollback), so it is redelivered with delivery-count + 1
+                pdlv.local.failed = True
+                pdlv.update(MODIFIED_CODE)
+            pdlv.settle()
+            self._forget(sub, key)
+        for sub in {s.sub_id: s for s, _, _ in txn.acked}.values():
+            self._top_up(sub)
+        self.wire.flush()
+        if state != ACCEPTED_CODE:
+            raise AdapterError(f"discharge({'rollback' if fail else 'commit'}) of {transaction}: "
+                               f"{outcome_name(state)} {condition_text(cond)}".rstrip())
+
+    def _commit(self, transaction: str) -> None:
+        self._discharge(transaction, False)
+
+    def _abort(self, transaction: str) -> None:
+        self._discharge(transaction, True)
+
+    # -- connection end ------------------------------------------------------------------------------------
+
+    def _disconnect(self) -> None:
+        if self.wire.closed:
+            raise ConnectionLost(self.wire.error or "connection already lost")
+        self.wire.conn.close()
+        try:
+            self.wire.wait(lambda: bool(self.wire.conn.state & Endpoint.REMOTE_CLOSED) or self.wire.closed,
+                           self.timeout, "the peer's close")
+        finally:
+            self.wire.flush()
+            self.wire._lost("closed")
+
+    def _crash(self) -> None:
+        self.wire.crash()
+
+
+class ProtonAdapter(Adapter):
+    """Adapter for ``amqp://`` targets through python-qpid-proton's engine."""
+
+    name = "proton"
+    protocol = "amqp"
+
+    def __init__(self, url: str, recorder: Recorder, *, timeout: float = 5.0,
+                 without: frozenset[Capability] | None = None) -> None:
+        super().__init__(url, recorder, timeout=timeout)
+        self.options = AmqpOptions.from_url(url)
+        self._without = without or frozenset()
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return ALL_CAPABILITIES - self._without
+
+    def _open(self, process: str, **options: Any) -> Client:
+        return ProtonClient(self, process, self.options)
+
+
+__all__ = ["ALL_CAPABILITIES", "AmqpOptions", "ProtonAdapter", "ProtonClient", "Wire"]
