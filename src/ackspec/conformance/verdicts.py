@@ -1,0 +1,140 @@
+"""From a test's outcome to one verdict per requirement it cites.
+
+A test cites one or more requirements. How it ended decides their verdicts:
+
+==============================  =====================================================
+outcome                         verdict of each cited requirement
+==============================  =====================================================
+passed                          pass; *stale* if the profile lists it as a deviation
+:class:`RequirementViolation`   the named requirement fails (or is a *deviation* when
+                                the profile lists it); the others are indeterminate
+                                (not decided: the test stopped before checking them)
+AssertionError, AdapterError    fail, or deviation where the profile lists it
+:class:`NotSupported`           not-applicable, naming the capability
+:class:`Indeterminate`          indeterminate (a connection died before its receipt)
+anything else                   error: the suite itself broke or the target is down
+==============================  =====================================================
+
+Tests should raise :class:`RequirementViolation` (through :func:`check`) when they
+cite several requirements, so a failure is charged to the right one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ackspec.adapters.base import AdapterError, Indeterminate, NotSupported
+from ackspec.results import Verdict
+
+
+class RequirementViolation(AssertionError):
+    """A check of one named requirement failed; ``operations`` are history indexes showing it."""
+
+    def __init__(self, requirement: str, message: str, operations: Iterable[int] = ()) -> None:
+        self.requirement = requirement
+        self.operations = tuple(operations)
+        super().__init__(f"{requirement}: {message}")
+
+
+class TargetUnavailable(Exception):
+    """The target could not be reached at all (nothing listening, refused): an error, not a failure."""
+
+
+def check(condition: object, requirement: str, message: str, operations: Iterable[int] = ()) -> None:
+    """Assert ``condition`` on behalf of ``requirement``."""
+    if not condition:
+        raise RequirementViolation(requirement, message, operations)
+
+
+class OutcomeKind(StrEnum):
+    PASSED = "passed"
+    VIOLATION = "violation"
+    FAILED = "failed"
+    NOT_APPLICABLE = "not-applicable"
+    INDETERMINATE = "indeterminate"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kind: OutcomeKind
+    message: str = ""
+    requirement: str | None = None
+    capability: str | None = None
+    operations: tuple[int, ...] = ()
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside exception groups (hypothesis reports several that way)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def classify(exc: BaseException | None) -> Outcome:
+    """What kind of ending an exception (or its absence) is."""
+    if exc is None:
+        return Outcome(OutcomeKind.PASSED)
+    exc = _leaf(exc)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, RequirementViolation):
+        return Outcome(OutcomeKind.VIOLATION, text, exc.requirement, operations=exc.operations)
+    if isinstance(exc, NotSupported):
+        return Outcome(OutcomeKind.NOT_APPLICABLE, text, capability=exc.capability)
+    if isinstance(exc, Indeterminate):
+        return Outcome(OutcomeKind.INDETERMINATE, text)
+    if isinstance(exc, TargetUnavailable):
+        return Outcome(OutcomeKind.ERROR, text)
+    if isinstance(exc, AssertionError | AdapterError):
+        return Outcome(OutcomeKind.FAILED, text)
+    return Outcome(OutcomeKind.ERROR, f"{type(exc).__name__}: {text}")
+
+
+@dataclass(frozen=True, slots=True)
+class RequirementVerdict:
+    requirement: str
+    verdict: Verdict
+    message: str = ""
+    capability: str | None = None
+    operations: tuple[int, ...] = ()
+
+
+def decide(requirements: Sequence[str], outcome: Outcome,
+           deviations: Mapping[str, str]) -> list[RequirementVerdict]:
+    """Verdicts of the cited ``requirements`` given how the test ended and the profile's deviations."""
+
+    def failed(req: str, message: str, ops: tuple[int, ...] = ()) -> RequirementVerdict:
+        if req in deviations:
+            return RequirementVerdict(req, Verdict.DEVIATION, f"documented deviation: {deviations[req]} "
+                                                              f"(observed: {message})", operations=ops)
+        return RequirementVerdict(req, Verdict.FAIL, message, operations=ops)
+
+    out: list[RequirementVerdict] = []
+    for req in requirements:
+        match outcome.kind:
+            case OutcomeKind.PASSED:
+                if req in deviations:
+                    out.append(RequirementVerdict(req, Verdict.STALE, "listed as a deviation in the profile "
+                                                  f"({deviations[req]}) but the test passed: update the profile"))
+                else:
+                    out.append(RequirementVerdict(req, Verdict.PASS))
+            case OutcomeKind.VIOLATION:
+                if req == outcome.requirement:
+                    out.append(failed(req, outcome.message, outcome.operations))
+                else:
+                    out.append(RequirementVerdict(req, Verdict.INDETERMINATE,
+                                                  f"not decided: the test stopped at {outcome.requirement}"))
+            case OutcomeKind.FAILED:
+                out.append(failed(req, outcome.message, outcome.operations))
+            case OutcomeKind.NOT_APPLICABLE:
+                out.append(RequirementVerdict(req, Verdict.NOT_APPLICABLE, outcome.message,
+                                              capability=outcome.capability))
+            case OutcomeKind.INDETERMINATE:
+                out.append(RequirementVerdict(req, Verdict.INDETERMINATE, outcome.message))
+            case _:
+                out.append(RequirementVerdict(req, Verdict.ERROR, outcome.message))
+    if outcome.kind is OutcomeKind.VIOLATION and outcome.requirement not in requirements and outcome.requirement:
+        out.append(failed(outcome.requirement, outcome.message, outcome.operations))
+    return out
