@@ -1,0 +1,738 @@
+"""The sans-IO broker core: queues, topics, subscriptions, settlement, transactions, DLQ.
+
+No sockets, no threads, no clock reads on the hot path: every public method takes an event
+and returns the list of :mod:`effects <ackspec.reference.broker.effects>` the host must
+carry out. Caller mistakes (unknown delivery id, unknown transaction, duplicate
+subscription) raise :class:`CoreError` *before* any state changes, so the host can turn them
+into a protocol error (STOMP ERROR, AMQP detach) and the broker stays consistent.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import secrets
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ackspec.reference.broker.effects import Close, Confirm, Deliver, Drained, Effect, JournalAppend, Reject
+from ackspec.reference.broker.model import (
+    ACCEPT,
+    AckMode,
+    ConnId,
+    CoreConfig,
+    DestinationKind,
+    Headers,
+    Message,
+    Outcome,
+    Settlement,
+    destination_kind,
+)
+from ackspec.reference.broker.records import Committed, DeadLettered, Record, Removed, Stored
+from ackspec.reference.broker.trace import NULL_TRACER, Tracer
+
+if TYPE_CHECKING:
+    from ackspec.reference.faults import FaultInjector
+
+
+class CoreError(Exception):
+    """A caller mistake the protocol must report (the core state is unchanged)."""
+
+    def __init__(self, message: str, requirement: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.requirement = requirement
+
+
+class _Entry:
+    """One message in one queue, with its per-queue delivery state."""
+
+    __slots__ = ("delivery_count", "excluded", "msg", "pos", "redelivered")
+
+    def __init__(self, msg: Message, pos: int, delivery_count: int = 0, redelivered: bool = False) -> None:
+        self.msg = msg
+        self.pos = pos
+        self.delivery_count = delivery_count
+        self.redelivered = redelivered
+        self.excluded: set[tuple[ConnId, str]] | None = None
+
+    def __lt__(self, other: _Entry) -> bool:
+        return self.pos < other.pos
+
+
+class _Queue:
+    """Messages of a queue (or of one topic subscription) and its consumers."""
+
+    __slots__ = ("consumers", "name", "parked", "ready", "returned", "rr", "topic_copy")
+
+    def __init__(self, name: str, topic_copy: bool = False) -> None:
+        self.name = name
+        self.ready: deque[_Entry] = deque()
+        self.returned: list[_Entry] = []  # heap by original position: redeliveries go first, in order
+        self.parked: list[_Entry] = []  # undeliverable to every current consumer
+        self.consumers: list[_Sub] = []
+        self.rr = 0
+        self.topic_copy = topic_copy
+
+    def __len__(self) -> int:
+        return len(self.ready) + len(self.returned) + len(self.parked)
+
+    def peek(self) -> _Entry | None:
+        if self.returned:
+            return self.returned[0]
+        return self.ready[0] if self.ready else None
+
+    def pop(self) -> _Entry:
+        if self.returned:
+            return heapq.heappop(self.returned)
+        return self.ready.popleft()
+
+    def give_back(self, entry: _Entry) -> None:
+        heapq.heappush(self.returned, entry)
+
+    def messages(self) -> list[_Entry]:
+        return sorted([*self.returned, *self.ready, *self.parked])
+
+
+@dataclass(eq=False)
+class _Sub:
+    conn: _Conn
+    sub_id: str
+    destination: str
+    queue: _Queue
+    ack_mode: AckMode
+    prefetch: int | None
+    credit: int | None  # None: prefetch flow control; int: AMQP credit
+    unacked: dict[int, _Entry] = field(default_factory=dict)  # insertion order = delivery order
+    in_tx: set[int] = field(default_factory=set)  # deliveries settled inside an open transaction
+    aliases: set[int] = field(default_factory=set)  # mutant duplicate deliveries
+
+    @property
+    def key(self) -> tuple[ConnId, str]:
+        return (self.conn.conn_id, self.sub_id)
+
+
+@dataclass(eq=False)
+class _Tx:
+    tx_id: str
+    sends: list[tuple[_Queue | None, Message]] = field(default_factory=list)
+    settles: list[tuple[int, Settlement]] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Conn:
+    conn_id: ConnId
+    user: str | None
+    subs: dict[str, _Sub] = field(default_factory=dict)
+    deliveries: dict[int, _Sub] = field(default_factory=dict)
+    txs: dict[str, _Tx] = field(default_factory=dict)
+    writable: bool = True
+
+
+class BrokerCore:
+    """Protocol-neutral broker state machine. See the package docstring for the API."""
+
+    def __init__(
+        self,
+        config: CoreConfig | None = None,
+        *,
+        tracer: Tracer | None = None,
+        faults: FaultInjector | None = None,
+        boot_id: str | None = None,
+    ) -> None:
+        self.config = config or CoreConfig()
+        self.tracer = tracer or NULL_TRACER
+        self.faults = faults
+        self.boot_id = boot_id or secrets.token_hex(4)
+        self._conns: dict[ConnId, _Conn] = {}
+        self._queues: dict[str, _Queue] = {}
+        self._topics: dict[str, list[_Sub]] = {}
+        self._seq = itertools.count(1)
+        self._pos = itertools.count(1)
+        self._delivery_ids = itertools.count(1)
+        self._journaled: set[str] = set()  # ids of persistent messages present in the journal
+        self._published: dict[str, int] = {}  # per-destination publish counter (fault injection)
+
+    # ------------------------------------------------------------------ connections
+    def open(self, conn: ConnId, *, user: str | None = None) -> list[Effect]:
+        """A connection was established and authenticated."""
+        if conn in self._conns:
+            raise CoreError(f"connection {conn!r} already open")
+        self._conns[conn] = _Conn(conn, user)
+        return []
+
+    def close(self, conn: ConnId, *, abrupt: bool = False) -> list[Effect]:
+        """A connection ended (cleanly or not): roll back its transactions, return unacked messages.
+
+        Returned messages keep their place ahead of newer ones, are marked redelivered and
+        their delivery-count is incremented (a delivery that was not settled failed).
+        """
+        c = self._conns.pop(conn, None)
+        if c is None:
+            return []
+        out: list[Effect] = []
+        if c.txs:
+            self.tracer.trace("STOMP-BEGIN-IMPLICIT-ABORT", conn)
+        c.txs.clear()
+        touched: list[_Queue] = []
+        for sub in list(c.subs.values()):
+            self._drop_sub(sub, out, touched)
+        for q in touched:
+            self._dispatch(q, out)
+        return out
+
+    def set_writable(self, conn: ConnId, writable: bool) -> list[Effect]:
+        """Transport back-pressure: deliveries to ``conn`` pause while it is not writable."""
+        c = self._conn(conn)
+        c.writable = writable
+        out: list[Effect] = []
+        if writable:
+            for sub in c.subs.values():
+                self._dispatch(sub.queue, out)
+        return out
+
+    # ------------------------------------------------------------------ subscriptions
+    def subscribe(
+        self,
+        conn: ConnId,
+        sub: str,
+        destination: str,
+        *,
+        ack: AckMode = AckMode.AUTO,
+        prefetch: int | None = None,
+        credit: int | None = None,
+    ) -> list[Effect]:
+        """Attach a consumer.
+
+        ``prefetch``: at most this many unsettled deliveries (client modes; default
+        ``config.default_prefetch``). ``credit``: AMQP-style credit instead of prefetch
+        (starts at the given value, see :meth:`add_credit`).
+        """
+        c = self._conn(conn)
+        if sub in c.subs:
+            raise CoreError(f"subscription id {sub!r} already in use on this connection", "STOMP-SUBSCRIBE-ID-UNIQUE")
+        if prefetch is not None and prefetch < 0:
+            raise CoreError("prefetch must be >= 0")
+        if ack is not AckMode.AUTO and prefetch is None and credit is None:
+            prefetch = self.config.default_prefetch
+        if prefetch is not None:
+            prefetch = min(prefetch, self.config.max_prefetch)
+            if prefetch == 0 and credit is None:
+                prefetch = None if ack is AckMode.AUTO else self.config.default_prefetch
+        if destination_kind(destination) is DestinationKind.TOPIC:
+            q = _Queue(destination, topic_copy=True)
+            self._topics.setdefault(destination, [])
+        else:
+            q = self._queue(destination)
+        s = _Sub(c, sub, destination, q, ack, prefetch, credit)
+        c.subs[sub] = s
+        q.consumers.append(s)
+        if destination_kind(destination) is DestinationKind.TOPIC:
+            self._topics[destination].append(s)
+        if q.parked:
+            for e in q.parked:
+                q.give_back(e)
+            q.parked.clear()
+        out: list[Effect] = []
+        self._dispatch(q, out)
+        return out
+
+    def unsubscribe(self, conn: ConnId, sub: str) -> list[Effect]:
+        """Detach a consumer; its unsettled deliveries return to the queue (redelivered)."""
+        c = self._conn(conn)
+        s = c.subs.get(sub)
+        if s is None:
+            raise CoreError(f"no subscription with id {sub!r}", "STOMP-UNSUBSCRIBE-ID")
+        out: list[Effect] = []
+        touched: list[_Queue] = []
+        self._drop_sub(s, out, touched)
+        for q in touched:
+            self._dispatch(q, out)
+        return out
+
+    def add_credit(self, conn: ConnId, sub: str, credit: int, *, drain: bool = False) -> list[Effect]:
+        """AMQP flow: grant ``credit`` more deliveries; with ``drain`` use it up or give it back."""
+        s = self._sub(conn, sub)
+        s.credit = (s.credit or 0) + credit
+        out: list[Effect] = []
+        self._dispatch(s.queue, out)
+        if drain and s.credit:
+            out.append(Drained(conn, sub, s.credit))
+            s.credit = 0
+        return out
+
+    # ------------------------------------------------------------------ publish
+    def publish(
+        self,
+        conn: ConnId,
+        destination: str,
+        body: bytes,
+        headers: Headers = (),
+        *,
+        persistent: bool = False,
+        tx: str | None = None,
+        confirm: object = None,
+    ) -> list[Effect]:
+        """Publish a message. ``confirm`` (a receipt id, a delivery tag) is echoed in a
+        :class:`Confirm` once the message is accepted (and durable, when persistent and
+        ``sync_non_transactional``) or in a :class:`Reject`."""
+        c = self._conn(conn)
+        t = self._tx(c, tx) if tx is not None else None
+        out: list[Effect] = []
+        kind = destination_kind(destination)
+        q = self._queue(destination) if kind is DestinationKind.QUEUE else None
+        if q is not None and len(q) >= self.config.max_queue_depth:
+            if confirm is not None:
+                out.append(Reject(conn, confirm, f"queue {destination} is full"))
+            return out
+        seq = next(self._seq)
+        msg = Message(f"{self.boot_id}-{seq}", destination, body, headers, persistent, conn, seq)
+        faults = self.faults
+        if t is not None:
+            if len(t.sends) + len(t.settles) >= self.config.max_transaction_size:
+                raise CoreError("transaction too large")
+            if faults is not None and faults.mutant_active("leak-tx-sends", destination):
+                self._route(q, msg, out, journal=True)
+            else:
+                t.sends.append((q, msg))
+                self.tracer.trace("STOMP-BEGIN-ATOMIC", destination)
+            if confirm is not None:
+                out.append(Confirm(conn, confirm))
+            return out
+        if faults is not None and faults.mutant_active("lose-message", destination):
+            n = self._published.get(destination, 0) + 1
+            self._published[destination] = n
+            if n % faults.mutant_every("lose-message") == 0:
+                if confirm is not None:
+                    out.append(Confirm(conn, confirm))
+                return out
+        journaled = self._route(q, msg, out, journal=True)
+        if confirm is not None:
+            out.append(Confirm(conn, confirm, durable=journaled and self.config.sync_non_transactional))
+        return out
+
+    def _route(self, q: _Queue | None, msg: Message, out: list[Effect], *, journal: bool) -> bool:
+        """Enqueue ``msg``; returns whether a journal record was emitted."""
+        if q is not None:
+            journaled = False
+            if msg.persistent and journal:
+                out.append(JournalAppend(Stored(msg)))
+                self._journaled.add(msg.message_id)
+                journaled = True
+            q.ready.append(_Entry(msg, next(self._pos)))
+            self._dispatch(q, out)
+            return journaled
+        subs = self._topics.get(msg.destination)
+        if subs:
+            self.tracer.trace("JMS-4.2-TOPIC-EVERY-SUBSCRIBER", msg.destination)
+            for s in subs:
+                s.queue.ready.append(_Entry(msg, next(self._pos)))
+                self._dispatch(s.queue, out)
+        return False
+
+    # ------------------------------------------------------------------ settlement
+    def settle(
+        self,
+        conn: ConnId,
+        delivery_id: int,
+        settlement: Settlement = ACCEPT,
+        *,
+        cumulative: bool | None = None,
+        tx: str | None = None,
+        confirm: object = None,
+    ) -> list[Effect]:
+        """Settle a delivery: ACK (``ACCEPT``), NACK (``REQUEUE``), AMQP outcomes.
+
+        ``cumulative`` defaults to the subscription's mode (True for ``AckMode.CLIENT``):
+        then every earlier unsettled delivery of the same subscription is settled alike.
+        With ``tx`` the settlement takes effect at :meth:`commit`.
+        """
+        c = self._conn(conn)
+        s = c.deliveries.get(delivery_id)
+        if s is None or (delivery_id not in s.unacked and delivery_id not in s.aliases):
+            raise CoreError(f"unknown delivery id {delivery_id} (not delivered, or already settled)",
+                            "STOMP-ACK-ID")
+        t = self._tx(c, tx) if tx is not None else None
+        out: list[Effect] = []
+        if delivery_id in s.aliases:  # mutant duplicate: swallow
+            s.aliases.discard(delivery_id)
+            del c.deliveries[delivery_id]
+            if confirm is not None:
+                out.append(Confirm(conn, confirm))
+            return out
+        if cumulative is None:
+            cumulative = s.ack_mode is AckMode.CLIENT
+            if cumulative and self.faults is not None and self.faults.mutant_active("client-as-individual",
+                                                                                      s.destination):
+                cumulative = False
+        if cumulative:
+            ids = []
+            for d in s.unacked:
+                if d not in s.in_tx:
+                    ids.append(d)
+                if d == delivery_id:
+                    break
+            self.tracer.trace("STOMP-ACK-CLIENT-CUMULATIVE" if settlement.outcome is Outcome.ACCEPTED
+                              else "STOMP-NACK-SCOPE", s.destination)
+        else:
+            if delivery_id in s.in_tx:
+                raise CoreError(f"delivery {delivery_id} already settled in an open transaction")
+            ids = [delivery_id]
+            if s.ack_mode is AckMode.CLIENT_INDIVIDUAL:
+                self.tracer.trace("STOMP-ACK-INDIVIDUAL", s.destination)
+        if t is not None:
+            for d in ids:
+                s.in_tx.add(d)
+                t.settles.append((d, settlement))
+            self.tracer.trace("STOMP-ACK-TRANSACTIONAL", s.destination)
+            if confirm is not None:
+                out.append(Confirm(conn, confirm))
+            return out
+        journaled = False
+        for d in ids:
+            journaled |= self._apply_settlement(s, d, settlement, out, removed=None)
+        self._dispatch(s.queue, out)
+        if confirm is not None:
+            out.append(Confirm(conn, confirm, durable=journaled and self.config.sync_non_transactional))
+        return out
+
+    def _apply_settlement(self, s: _Sub, d: int, st: Settlement, out: list[Effect],
+                          removed: list[str] | None) -> bool:
+        """Apply one settlement. With ``removed`` (a commit), removals are collected, not journaled."""
+        entry = s.unacked.pop(d)
+        s.in_tx.discard(d)
+        s.conn.deliveries.pop(d, None)
+        outcome = st.outcome
+        q = s.queue
+        if outcome is Outcome.ACCEPTED:
+            if self.faults is not None and self.faults.mutant_active("ignore-ack", s.destination):
+                entry.redelivered = True
+                q.give_back(entry)
+                return False
+            return self._remove(entry, out, removed)
+        if outcome is Outcome.REJECTED:
+            return self._dead_letter(entry, st.reason or "rejected by consumer", out)
+        if outcome is Outcome.RELEASED:
+            self.tracer.trace("AMQP-3.4.4-RELEASED-NO-COUNT", s.destination)
+            entry.redelivered = True
+        elif outcome is Outcome.MODIFIED:
+            entry.redelivered = True
+            if st.delivery_failed:
+                entry.delivery_count += 1
+            if st.undeliverable_here:
+                if entry.excluded is None:
+                    entry.excluded = set()
+                entry.excluded.add(s.key)
+        else:  # REQUEUE
+            entry.redelivered = True
+            entry.delivery_count += 1
+            self.tracer.trace("STOMP-NACK-REDELIVER", s.destination)
+        return self._requeue(q, entry, out)
+
+    def _requeue(self, q: _Queue, entry: _Entry, out: list[Effect]) -> bool:
+        if entry.delivery_count > self.config.max_redeliveries:
+            self.tracer.trace("AMQ-REDELIVERY-DLQ", q.name)
+            return self._dead_letter(entry, f"max redeliveries ({self.config.max_redeliveries}) exceeded", out)
+        if q.topic_copy and not q.consumers:
+            return False
+        q.give_back(entry)
+        return False
+
+    def _remove(self, entry: _Entry, out: list[Effect], removed: list[str] | None) -> bool:
+        mid = entry.msg.message_id
+        if mid in self._journaled:
+            self._journaled.discard(mid)
+            if removed is not None:
+                removed.append(mid)
+                return False
+            out.append(JournalAppend(Removed(mid)))
+            return True
+        return False
+
+    def _dead_letter(self, entry: _Entry, reason: str, out: list[Effect]) -> bool:
+        msg = entry.msg
+        dlq = self.config.dead_letter_queue
+        if msg.destination == dlq:  # never loop: a rejected DLQ message is dropped
+            return self._remove(entry, out, None)
+        extra = (("original-destination", msg.destination), ("dead-letter-reason", reason))
+        dead = Message(msg.message_id, dlq, msg.body, (*extra, *msg.headers), msg.persistent, msg.producer, msg.seq)
+        journaled = False
+        if msg.message_id in self._journaled:
+            out.append(JournalAppend(DeadLettered(msg.message_id, dlq, reason)))
+            journaled = True
+        dq = self._queue(dlq)
+        dq.ready.append(_Entry(dead, next(self._pos), entry.delivery_count, True))
+        self._dispatch(dq, out)
+        return journaled
+
+    # ------------------------------------------------------------------ transactions
+    def begin(self, conn: ConnId, tx: str) -> list[Effect]:
+        c = self._conn(conn)
+        if tx in c.txs:
+            raise CoreError(f"transaction {tx!r} already open on this connection", "STOMP-BEGIN-UNIQUE")
+        c.txs[tx] = _Tx(tx)
+        return []
+
+    def commit(self, conn: ConnId, tx: str, *, confirm: object = None) -> list[Effect]:
+        """Make the transaction's sends visible and its settlements effective, atomically.
+
+        One :class:`Committed` journal record carries all its persistent sends and removals;
+        the :class:`Confirm` is durable when ``sync_transactional``.
+        """
+        c = self._conn(conn)
+        t = self._tx(c, tx)
+        del c.txs[tx]
+        out: list[Effect] = []
+        stored = tuple(m for q, m in t.sends if q is not None and m.persistent)
+        removed: list[str] = []
+        pending: list[Effect] = []
+        touched: dict[int, _Queue] = {}
+        for d, st in t.settles:
+            s = c.deliveries.get(d)
+            if s is None or d not in s.unacked:
+                continue
+            s.in_tx.discard(d)
+            self._apply_settlement(s, d, st, pending, removed)
+            touched[id(s.queue)] = s.queue
+        journaled = bool(stored or removed)
+        if journaled:
+            out.append(JournalAppend(Committed(stored, tuple(removed))))
+            for m in stored:
+                self._journaled.add(m.message_id)
+        out += pending
+        for q, m in t.sends:
+            if q is not None:
+                q.ready.append(_Entry(m, next(self._pos)))
+                touched[id(q)] = q
+            else:
+                self._route(None, m, out, journal=False)
+        for q in touched.values():
+            self._dispatch(q, out)
+        self.tracer.trace("STOMP-COMMIT", tx)
+        if confirm is not None:
+            out.append(Confirm(conn, confirm, durable=journaled and self.config.sync_transactional))
+        return out
+
+    def abort(self, conn: ConnId, tx: str, *, redeliver_settled: bool = True, confirm: object = None) -> list[Effect]:
+        """Roll back: discard the sends; settlements are not applied.
+
+        With ``redeliver_settled`` (STOMP, JMS rollback) the deliveries settled in the
+        transaction are returned to the queue and redelivered; without it (AMQP 4.4.2) they
+        stay acquired by the consumer.
+        """
+        c = self._conn(conn)
+        t = self._tx(c, tx)
+        del c.txs[tx]
+        out: list[Effect] = []
+        touched: dict[int, _Queue] = {}
+        for d, _st in t.settles:
+            s = c.deliveries.get(d)
+            if s is None or d not in s.unacked:
+                continue
+            s.in_tx.discard(d)
+            if redeliver_settled:
+                entry = s.unacked.pop(d)
+                del c.deliveries[d]
+                entry.redelivered = True
+                entry.delivery_count += 1
+                self._requeue(s.queue, entry, out)
+                touched[id(s.queue)] = s.queue
+        for q in touched.values():
+            self._dispatch(q, out)
+        self.tracer.trace("STOMP-ABORT", tx)
+        if confirm is not None:
+            out.append(Confirm(conn, confirm))
+        return out
+
+    # ------------------------------------------------------------------ dispatch
+    def _dispatch(self, q: _Queue, out: list[Effect]) -> None:
+        consumers = q.consumers
+        if not consumers:
+            return
+        faults = self.faults
+        ignore_prefetch = faults is not None and faults.mutant_active("ignore-prefetch", q.name)
+        while True:
+            entry = q.peek()
+            if entry is None:
+                return
+            n = len(consumers)
+            chosen: _Sub | None = None
+            blocked = False
+            for i in range(n):
+                s = consumers[(q.rr + i) % n]
+                if not s.conn.writable:
+                    blocked = True
+                    continue
+                if s.credit is not None and s.credit <= 0:
+                    blocked = True
+                    continue
+                if s.prefetch is not None and len(s.unacked) >= s.prefetch and not ignore_prefetch:
+                    blocked = True
+                    continue
+                if entry.excluded is not None and s.key in entry.excluded:
+                    continue
+                chosen = s
+                q.rr = (q.rr + i + 1) % n
+                break
+            if chosen is None:
+                if blocked:
+                    return
+                q.pop()
+                q.parked.append(entry)  # undeliverable to every current consumer
+                continue
+            q.pop()
+            if faults is not None and faults.mutant_active("reorder", q.name) and q.peek() is not None:
+                later = q.pop()
+                q.give_back(entry)  # deliver the later one first
+                entry = later
+            self._deliver(chosen, entry, out)
+
+    def _deliver(self, s: _Sub, entry: _Entry, out: list[Effect]) -> None:
+        did = next(self._delivery_ids)
+        c = s.conn
+        if s.credit is not None:
+            s.credit -= 1
+        msg = entry.msg
+        out.append(Deliver(c.conn_id, s.sub_id, did, msg, entry.redelivered, entry.delivery_count))
+        if entry.redelivered:
+            self.tracer.trace("JMS-3.4.7-REDELIVERED-SET", msg.destination)
+        if s.ack_mode is AckMode.AUTO:
+            self._remove(entry, out, None)
+        else:
+            s.unacked[did] = entry
+            c.deliveries[did] = s
+        faults = self.faults
+        if faults is not None and faults.mutant_active("duplicate-no-flag", msg.destination):
+            dup = next(self._delivery_ids)
+            out.append(Deliver(c.conn_id, s.sub_id, dup, msg, False, entry.delivery_count))
+            if s.ack_mode is not AckMode.AUTO:
+                s.aliases.add(dup)
+                c.deliveries[dup] = s
+
+    def _drop_sub(self, s: _Sub, out: list[Effect], touched: list[_Queue]) -> None:
+        c = s.conn
+        c.subs.pop(s.sub_id, None)
+        q = s.queue
+        if s in q.consumers:
+            q.consumers.remove(s)
+            q.rr = 0
+        if q.topic_copy:
+            subs = self._topics.get(s.destination)
+            if subs and s in subs:
+                subs.remove(s)
+        for d, entry in s.unacked.items():
+            c.deliveries.pop(d, None)
+            entry.redelivered = True
+            entry.delivery_count += 1
+            if not q.topic_copy:
+                self._requeue(q, entry, out)
+        if s.unacked and not q.topic_copy:
+            self.tracer.trace("STOMP-ACK-CLIENT-REDELIVER-ON-CLOSE", q.name)
+            if q not in touched:
+                touched.append(q)
+        for d in s.aliases:
+            c.deliveries.pop(d, None)
+        s.unacked.clear()
+        s.aliases.clear()
+
+    # ------------------------------------------------------------------ journal replay
+    def restore(self, records: Iterable[Record]) -> None:
+        """Rebuild queues from journal records (on start, before any connection).
+
+        Surviving messages come back marked redelivered: they may have been delivered
+        before the restart ("likely, not guaranteed", JMSRedelivered).
+        """
+        live: dict[str, Message] = {}
+        for r in records:
+            if isinstance(r, Stored):
+                live[r.message.message_id] = r.message
+            elif isinstance(r, Removed):
+                live.pop(r.message_id, None)
+            elif isinstance(r, DeadLettered):
+                m = live.pop(r.message_id, None)
+                if m is not None:
+                    extra = (("original-destination", m.destination), ("dead-letter-reason", r.reason))
+                    live[m.message_id] = Message(m.message_id, r.dead_letter_queue, m.body,
+                                                 (*extra, *m.headers), m.persistent, m.producer, m.seq)
+            else:
+                for m in r.stored:
+                    live[m.message_id] = m
+                for mid in r.removed:
+                    live.pop(mid, None)
+        max_seq = 0
+        for m in live.values():  # dict order = journal order = enqueue order
+            self._queue(m.destination).ready.append(_Entry(m, next(self._pos), 0, True))
+            self._journaled.add(m.message_id)
+            max_seq = max(max_seq, m.seq)
+        self._seq = itertools.count(max_seq + 1)
+
+    def live_records(self) -> list[Record]:
+        """The journal content that reproduces the current durable state (for compaction)."""
+        out: list[Record] = []
+        for q in self._queues.values():
+            out.extend(Stored(e.msg) for e in q.messages() if e.msg.message_id in self._journaled)
+        for c in self._conns.values():
+            for s in c.subs.values():
+                out.extend(Stored(e.msg) for e in s.unacked.values() if e.msg.message_id in self._journaled)
+        out.sort(key=lambda r: r.message.seq if isinstance(r, Stored) else 0)
+        return out
+
+    # ------------------------------------------------------------------ introspection
+    def queue_depth(self, destination: str) -> int:
+        """Messages waiting in a queue (not counting unsettled deliveries)."""
+        q = self._queues.get(destination)
+        return len(q) if q is not None else 0
+
+    def queue_messages(self, destination: str) -> list[Message]:
+        q = self._queues.get(destination)
+        return [e.msg for e in q.messages()] if q is not None else []
+
+    def unacked(self, conn: ConnId, sub: str) -> list[int]:
+        """Delivery ids of ``sub`` not yet settled, in delivery order."""
+        return list(self._sub(conn, sub).unacked)
+
+    def connections(self) -> list[ConnId]:
+        return list(self._conns)
+
+    def has_transaction(self, conn: ConnId, tx: str) -> bool:
+        c = self._conns.get(conn)
+        return c is not None and tx in c.txs
+
+    def has_subscription(self, conn: ConnId, sub: str) -> bool:
+        c = self._conns.get(conn)
+        return c is not None and sub in c.subs
+
+    def delivery_subscription(self, conn: ConnId, delivery_id: int) -> str | None:
+        c = self._conns.get(conn)
+        s = c.deliveries.get(delivery_id) if c is not None else None
+        return s.sub_id if s is not None else None
+
+    # ------------------------------------------------------------------ helpers
+    def _conn(self, conn: ConnId) -> _Conn:
+        c = self._conns.get(conn)
+        if c is None:
+            raise CoreError(f"connection {conn!r} is not open")
+        return c
+
+    def _sub(self, conn: ConnId, sub: str) -> _Sub:
+        s = self._conn(conn).subs.get(sub)
+        if s is None:
+            raise CoreError(f"no subscription with id {sub!r}")
+        return s
+
+    def _tx(self, c: _Conn, tx: str) -> _Tx:
+        t = c.txs.get(tx)
+        if t is None:
+            raise CoreError(f"unknown transaction {tx!r}", "STOMP-TX-UNKNOWN")
+        return t
+
+    def _queue(self, name: str) -> _Queue:
+        q = self._queues.get(name)
+        if q is None:
+            q = self._queues[name] = _Queue(name)
+        return q
+
+
+__all__ = ["BrokerCore", "Close", "CoreError"]
