@@ -1,0 +1,95 @@
+"""The bundled reference broker, in-process, driven over STOMP through stomp.py.
+
+``ackspec run`` with no ``--target`` starts :class:`~ackspec.reference.server.EmbeddedBroker`
+on an ephemeral loopback port and tests it through the very same stomp.py
+driver used for real brokers, so the reference broker earns no shortcuts. On
+top of the STOMP capabilities the harness can restart the broker
+(:attr:`Capability.BROKER_RESTART`: receipted persistent messages must survive)
+and reach its fault injection (:attr:`Capability.FAULT_INJECTION`), which also
+provides the *mutants* the quality tests run the suite against.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ackspec.adapters.base import Capability
+from ackspec.adapters.settings import TargetSettings
+from ackspec.adapters.stomp_py import StompPyAdapter
+from ackspec.history import Recorder
+
+REFERENCE_CAPABILITIES: frozenset[Capability] = frozenset({
+    Capability.QUEUES, Capability.TOPICS, Capability.ACK_AUTO, Capability.ACK_CLIENT,
+    Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK, Capability.RECEIPTS, Capability.TRANSACTIONS,
+    Capability.TRANSACTIONAL_ACK, Capability.PREFETCH, Capability.PERSISTENCE, Capability.REDELIVERED_FLAG,
+    Capability.DELIVERY_COUNT, Capability.DEAD_LETTER, Capability.ABRUPT_DISCONNECT, Capability.HEARTBEAT,
+    Capability.CUSTOM_HEADERS, Capability.BINARY_BODY, Capability.BROKER_RESTART, Capability.FAULT_INJECTION,
+})
+
+REFERENCE_SETTINGS = TargetSettings(
+    prefetch_headers=("activemq.prefetchSize",),
+    delivery_count_headers=(("delivery-count", 1),),
+    dead_letter_queue="/queue/DLQ",
+    max_redeliveries=6,
+    capabilities=REFERENCE_CAPABILITIES,
+)
+"""What the reference broker speaks when no profile says otherwise."""
+
+
+@contextlib.contextmanager
+def start_embedded(*, fault: str | None = None, data_dir: Path | None = None, **options: Any) -> Iterator[Any]:
+    """Start the reference broker on an ephemeral port (journal in a temporary directory).
+
+    ``fault`` enables one mutant (``ackspec.reference.faults.MUTANTS``) for every destination.
+    """
+    from ackspec.reference.server import EmbeddedBroker  # noqa: PLC0415 - heavy import, only when embedded
+
+    with contextlib.ExitStack() as stack:
+        if data_dir is None:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ackspec-ref-")))
+        broker = stack.enter_context(_construct(EmbeddedBroker, data_dir, options))
+        if fault:
+            broker.faults.enable_mutant(fault)
+        yield broker
+
+
+def _construct(cls: Any, data_dir: Path, options: dict[str, Any]) -> Any:
+    """Build an EmbeddedBroker whatever the name of its journal-directory parameter."""
+    import inspect  # noqa: PLC0415
+
+    params = inspect.signature(cls).parameters
+    for name in ("data_dir", "journal_dir", "directory", "path"):
+        if name in params and name not in options:
+            options = {**options, name: data_dir}
+            break
+    return cls(**options)
+
+
+class ReferenceAdapter(StompPyAdapter):
+    """stomp.py against the in-process reference broker, plus restart and fault injection."""
+
+    name = "reference"
+
+    def __init__(self, url: str, recorder: Recorder, *, timeout: float = 5.0,
+                 settings: TargetSettings | None = None, broker: Any = None) -> None:
+        if broker is None:
+            raise ValueError("ReferenceAdapter needs a running EmbeddedBroker (use ackspec run with no --target)")
+        self.broker = broker
+        base = settings if settings is not None else REFERENCE_SETTINGS
+        base = replace(base, capabilities=base.capabilities | {Capability.BROKER_RESTART, Capability.FAULT_INJECTION})
+        super().__init__(broker.stomp_url, recorder, timeout=timeout, settings=base)
+        self.url = url
+
+    @property
+    def faults(self) -> Any:
+        return self.broker.faults
+
+    def restart_broker(self) -> None:
+        """Stop the broker as a crash would and start it again on its journal."""
+        self.broker.restart()
+        self.settings = TargetSettings.from_url(self.broker.stomp_url, self.settings)

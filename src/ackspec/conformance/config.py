@@ -1,0 +1,58 @@
+"""Run-wide settings of the suite (from the ``--ackspec-*`` options), readable at import time.
+
+Hypothesis settings are decorators evaluated when a test module is imported,
+which happens after ``pytest_configure``; the plugin fills :data:`CURRENT` there
+and the property-based tests read it through :func:`hypothesis_settings`.
+
+Reproducibility: every run has a seed (default 0, so CI runs are repeatable);
+``--seed S`` changes it and ``--examples N`` explores further. The seed is
+written to ``results.json`` and a failure prints the ``@reproduce_failure``
+blob next to the shrunk operations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_EXAMPLES = 8
+DEFAULT_SEED = 0
+DEFAULT_TIMEOUT = 5.0
+
+
+@dataclass
+class SuiteConfig:
+    examples: int = DEFAULT_EXAMPLES
+    seed: int = DEFAULT_SEED
+    timeout: float = DEFAULT_TIMEOUT
+
+
+CURRENT = SuiteConfig()
+
+
+def hypothesis_settings(*, examples: int | None = None, stateful_steps: int | None = None) -> Any:
+    """Bounded, reproducible hypothesis settings for a suite test (``examples`` scales with --examples)."""
+    from hypothesis import HealthCheck, settings  # noqa: PLC0415
+
+    kwargs: dict[str, Any] = {}
+    if stateful_steps is not None:
+        kwargs["stateful_step_count"] = stateful_steps
+    base = examples if examples is not None else CURRENT.examples
+    scale = CURRENT.examples / DEFAULT_EXAMPLES
+    return settings(
+        max_examples=max(1, round(base * scale)) if examples is not None else CURRENT.examples,
+        deadline=None,
+        print_blob=True,
+        database=None,
+        derandomize=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                               HealthCheck.data_too_large, HealthCheck.filter_too_much],
+        **kwargs,
+    )
+
+
+def hypothesis_seed() -> Any:
+    """The ``@seed(...)`` decorator of this run."""
+    from hypothesis import seed  # noqa: PLC0415
+
+    return seed(CURRENT.seed)

@@ -1,0 +1,209 @@
+"""What a conformance test holds: the adapter, unique destinations, clients, barriers.
+
+One :class:`Harness` per test (the ``harness`` fixture). It opens clients through
+the adapter (so every operation is recorded), names destinations uniquely per
+run and test, closes whatever the test left open, and offers the two waiting
+patterns the suite allows:
+
+* waiting *for* something: a receive, receipt or event with a timeout;
+* waiting for the *absence* of something: a **barrier**. A sentinel message is
+  sent behind the messages that must not come; once the sentinel arrived,
+  anything that was going to arrive before it has arrived. No sleeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ackspec.adapters.base import AckMode, Adapter, Capability, Client, Delivery, NotSupported
+from ackspec.adapters.settings import TargetSettings
+from ackspec.conformance.rawstomp import RawStomp
+from ackspec.conformance.verdicts import RequirementViolation
+from ackspec.history import Recorder
+
+SENTINEL_HEADER = "ackspec-sentinel"
+
+
+class Harness:
+    """Per-test access to the target."""
+
+    def __init__(self, adapter: Adapter, recorder: Recorder, *, run_tag: str, test_index: int,
+                 timeout: float, settings: TargetSettings, broker: Any = None) -> None:
+        self.adapter = adapter
+        self.recorder = recorder
+        self.timeout = timeout
+        self.settings = settings
+        self.broker = broker
+        self._prefix = f"ackspec.{run_tag}.{test_index}"
+        self._names = itertools.count(1)
+        self._processes = itertools.count(1)
+        self._clients: list[Client] = []
+        self._raws: list[RawStomp] = []
+
+    # -- naming ------------------------------------------------------------------------
+
+    def queue(self, tag: str = "q") -> str:
+        return f"{self.settings.queue_prefix}{self._prefix}.{next(self._names)}.{tag}"
+
+    def topic(self, tag: str = "t") -> str:
+        return f"{self.settings.topic_prefix}{self._prefix}.{next(self._names)}.{tag}"
+
+    # -- capabilities ------------------------------------------------------------------
+
+    def require(self, *caps: Capability) -> None:
+        self.adapter.require(*caps)
+
+    def has(self, cap: Capability) -> bool:
+        return cap in self.adapter.capabilities
+
+    # -- clients -------------------------------------------------------------------------
+
+    def client(self, process: str | None = None, **options: Any) -> Client:
+        """Open a recorded connection; closed at the end of the test if still open."""
+        client = self.adapter.client(process or f"c{next(self._processes)}", **options)
+        self._clients.append(client)
+        return client
+
+    def raw(self) -> RawStomp:
+        """A raw-socket STOMP connection (not yet CONNECTed) to a STOMP target."""
+        if self.adapter.protocol != "stomp":
+            raise NotSupported("raw-stomp", f"{self.adapter.name} does not speak STOMP")
+        raw = RawStomp(self.settings.host, self.settings.port, timeout=self.timeout)
+        self._raws.append(raw)
+        return raw
+
+    def raw_connected(self, heart_beat: str = "0,0") -> RawStomp:
+        raw = self.raw()
+        reply = raw.connect(self.settings.login, self.settings.passcode, self.settings.vhost, heart_beat=heart_beat)
+        if reply is None or reply.command != "CONNECTED":
+            detail = "no reply" if reply is None else f"{reply.command} {reply.headers.get('message', '')}"
+            raise AssertionError(f"raw CONNECT was not answered with CONNECTED ({detail})")
+        return raw
+
+    # -- sending and receiving ---------------------------------------------------------------
+
+    def send_seq(self, client: Client, destination: str, seqs: Iterable[int], *, producer: str = "p1",
+                 persistent: bool = False, confirm: bool = True, transaction: str | None = None,
+                 body: bytes | None = None) -> list[int]:
+        sent = []
+        for seq in seqs:
+            client.send(destination, body if body is not None else f"m{seq}".encode(), seq=seq, producer=producer,
+                        persistent=persistent, confirm=confirm, transaction=transaction)
+            sent.append(seq)
+        return sent
+
+    def receive_n(self, client: Client, subscription: str, n: int, *, timeout: float | None = None) -> list[Delivery]:
+        """Up to ``n`` deliveries, each waited for with the timeout; fewer when the target stops sending."""
+        got: list[Delivery] = []
+        for _ in range(n):
+            delivery = client.receive(subscription, timeout)
+            if delivery is None:
+                break
+            got.append(delivery)
+        return got
+
+    def expect_n(self, client: Client, subscription: str, n: int, requirement: str, what: str = "messages",
+                 *, timeout: float | None = None) -> list[Delivery]:
+        got = self.receive_n(client, subscription, n, timeout=timeout)
+        if len(got) < n:
+            raise RequirementViolation(requirement, f"expected {n} {what}, got {len(got)}: "
+                                       f"seqs {[d.seq for d in got]}", self.last_ops(1))
+        return got
+
+    def sentinel(self, client: Client, destination: str, *, persistent: bool = False) -> str:
+        """Send a sentinel (no seq, so history checks ignore it); returns its token."""
+        token = uuid.uuid4().hex[:12]
+        client.send(destination, b"sentinel", headers={SENTINEL_HEADER: token}, persistent=persistent)
+        return token
+
+    def until_sentinel(self, client: Client, subscription: str, token: str, *,
+                       ack_each: bool = False, timeout: float | None = None) -> list[Delivery]:
+        """Everything that arrives before the sentinel ``token`` (raises if the sentinel never comes)."""
+        before: list[Delivery] = []
+        while True:
+            delivery = client.receive(subscription, timeout)
+            if delivery is None:
+                raise AssertionError(f"barrier: sentinel {token} did not arrive; "
+                                     f"got seqs {[d.seq for d in before]} before the timeout")
+            if ack_each and delivery.ack_id is not None:
+                client.ack(delivery)
+            if delivery.headers.get(SENTINEL_HEADER) == token:
+                return before
+            if delivery.headers.get(SENTINEL_HEADER) is None:
+                before.append(delivery)
+
+    def barrier(self, producer: Client, destination: str, consumer: Client, subscription: str,
+                *, ack_each: bool = False) -> list[Delivery]:
+        """Send a sentinel and collect what the consumer gets before it."""
+        token = self.sentinel(producer, destination)
+        return self.until_sentinel(consumer, subscription, token, ack_each=ack_each)
+
+    def drain(self, destination: str, *, process: str = "drain", ack: AckMode = AckMode.AUTO) -> list[Delivery]:
+        """Open a fresh consumer and take everything currently on a queue (barrier-terminated)."""
+        consumer = self.client(process)
+        sub = consumer.subscribe(destination, ack=ack)
+        got = self.barrier(consumer, destination, consumer, sub, ack_each=ack is not AckMode.AUTO)
+        consumer.disconnect()
+        return got
+
+    # -- target control ---------------------------------------------------------------------
+
+    def restart_broker(self) -> None:
+        self.require(Capability.BROKER_RESTART)
+        restart = getattr(self.adapter, "restart_broker", None)
+        if restart is None:
+            raise NotSupported(Capability.BROKER_RESTART, self.adapter.name)
+        for client in self._clients:
+            _quiet_close(client)
+        restart()
+
+    @property
+    def faults(self) -> Any:
+        self.require(Capability.FAULT_INJECTION)
+        return getattr(self.adapter, "faults", None)
+
+    # -- oracles ----------------------------------------------------------------------------
+
+    def last_ops(self, n: int) -> list[int]:
+        return [r.index for r in self.recorder.records[-n:]]
+
+    def check_history(self, kinds: Iterable[str] | None = None) -> None:
+        """Run the pipeline's history checker on this test's history (an extra, independent oracle).
+
+        ``kinds`` restricts the anomaly kinds that count (e.g. a test that leaves
+        messages on purpose does not want ``lost``).
+        """
+        try:
+            from ackspec.pipeline.checks_python import check_history  # noqa: PLC0415
+        except ImportError:  # pragma: no cover - pipeline not installed
+            return
+        wanted = set(kinds) if kinds is not None else None
+        for anomaly in check_history(self.recorder.records):
+            if wanted is None or str(anomaly.kind) in wanted:
+                raise RequirementViolation(anomaly.requirement, f"history check: {anomaly.kind} "
+                                           f"seq={anomaly.seq}: {anomaly.detail}", anomaly.operations)
+
+    # -- clean-up -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for client in self._clients:
+            _quiet_close(client)
+        for raw in self._raws:
+            raw.close()
+        self._clients.clear()
+        self._raws.clear()
+
+    def __iter__(self) -> Iterator[Client]:
+        return iter(self._clients)
+
+
+def _quiet_close(client: Client) -> None:
+    """Close without recording (clean-up is not part of the history)."""
+    close = getattr(client, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):  # best effort clean-up
+            close()

@@ -1,0 +1,277 @@
+"""The suite's pytest machinery: fixtures, verdict conversion, and ``results.json``.
+
+Registered by :mod:`ackspec.conformance.plugin`. Only tests that use the
+``harness`` fixture (the conformance suite) are judged; every other test of a
+project that has ackspec installed is left alone.
+
+Per test and cited requirement a :class:`~ackspec.results.Verdict` is decided
+(:mod:`ackspec.conformance.verdicts`) and the pytest report is adjusted so that
+pytest's own exit status agrees with conformance:
+
+* deviation  -> reported as xfailed (documented, does not fail the run);
+* stale      -> reported as failed (the profile is out of date);
+* not-applicable / indeterminate -> reported as skipped with the reason;
+* fail / error -> failed, as pytest had it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import secrets
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ackspec import __version__
+from ackspec.conformance import config as suite_config
+from ackspec.conformance.harness import Harness
+from ackspec.conformance.target import ProfileError, Target, resolve
+from ackspec.conformance.verdicts import Outcome, OutcomeKind, RequirementVerdict, classify, decide
+from ackspec.history import Recorder
+from ackspec.pipeline.layout import RunDir
+from ackspec.results import RunResults, TargetInfo, TestResult, Verdict, combine
+
+SUITE_FIXTURE = "harness"
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def code_version() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).parent, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return __version__
+    return out.stdout.strip() or __version__
+
+
+def requirement_levels() -> dict[str, str]:
+    """``{id: level}`` from the catalogue YAML (read directly: cheap and loader-independent)."""
+    folder = Path(__file__).resolve().parent.parent / "spec" / "catalogue"
+    levels: dict[str, str] = {}
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        for req in (data or {}).get("requirements", []) if isinstance(data, dict) else []:
+            if isinstance(req, dict) and "id" in req:
+                levels[str(req["id"])] = str(req.get("level", ""))
+    return levels
+
+
+def requirements_of(item: pytest.Item) -> list[str]:
+    ids: list[str] = []
+    for marker in item.iter_markers("requirement"):
+        for arg in marker.args:
+            for rid in ([arg] if isinstance(arg, str) else list(arg)):
+                if rid not in ids:
+                    ids.append(rid)
+    return ids
+
+
+@dataclass
+class _ItemState:
+    requirements: list[str]
+    verdicts: list[RequirementVerdict] = field(default_factory=list)
+    duration: float = 0.0
+    decided: bool = False
+    notes: str = ""
+
+
+class SuiteSession:
+    """Per-session state of the plugin (one instance registered per pytest run)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        opt = config.getoption
+        self.url: str | None = opt("ackspec_target")
+        self.profile_name: str | None = opt("ackspec_profile")
+        self.fault: str | None = opt("ackspec_fault")
+        self.run_id: str = opt("ackspec_run_id") or new_run_id()
+        out = opt("ackspec_out")
+        self.out_dir = Path(out) if out else Path("ackspec-out") / self.run_id
+        self.run_dir = RunDir(self.out_dir)
+        self.strict: bool = bool(opt("ackspec_strict"))
+        self.started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        self.states: dict[str, _ItemState] = {}
+        self.order: list[str] = []
+        self.target: Target | None = None
+        self._target_error: BaseException | None = None
+        self._counter = itertools.count(1)
+        self.levels: dict[str, str] = {}
+        self.results: RunResults | None = None
+        suite_config.CURRENT = suite_config.SuiteConfig(
+            examples=int(opt("ackspec_examples") or suite_config.DEFAULT_EXAMPLES),
+            seed=int(opt("ackspec_seed") if opt("ackspec_seed") is not None else suite_config.DEFAULT_SEED),
+            timeout=float(opt("ackspec_timeout") or suite_config.DEFAULT_TIMEOUT),
+        )
+
+    @property
+    def active(self) -> bool:
+        return bool(self.order)
+
+    # -- collection ----------------------------------------------------------------------
+
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        for item in items:
+            if SUITE_FIXTURE in getattr(item, "fixturenames", ()):
+                self.states[item.nodeid] = _ItemState(requirements_of(item))
+                self.order.append(item.nodeid)
+        if self.order:
+            self.levels = requirement_levels()
+
+    # -- the target --------------------------------------------------------------------------
+
+    def get_target(self) -> Target:
+        if self.target is None:
+            if self._target_error is not None:
+                raise self._target_error
+            try:
+                self.target = resolve(self.url, self.profile_name, fault=self.fault)
+            except ProfileError as exc:
+                self._target_error = pytest.UsageError(str(exc))
+                raise self._target_error from exc
+            except BaseException as exc:
+                self._target_error = exc
+                raise
+        return self.target
+
+    # -- verdicts ---------------------------------------------------------------------------
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+        outcome = yield
+        state = self.states.get(item.nodeid)
+        if state is None or state.decided:
+            return
+        report = outcome.get_result()  # type: ignore[attr-defined]
+        if call.when == "setup" and report.passed:
+            return
+        if call.when == "teardown" and not report.failed:
+            return
+        exc = call.excinfo.value if call.excinfo is not None else None
+        if isinstance(exc, pytest.skip.Exception):
+            judged = Outcome(OutcomeKind.NOT_APPLICABLE, str(exc.msg or "skipped"))
+        elif call.when == "teardown":
+            judged = Outcome(OutcomeKind.ERROR, f"clean-up failed: {exc}")
+        else:
+            judged = classify(exc)
+        deviations = self.target.deviations if self.target is not None else {}
+        state.verdicts = decide(state.requirements or ["(none)"], judged, deviations)
+        state.duration = call.duration
+        state.decided = True
+        state.notes = _notes(exc)
+        _adjust(report, item, state.verdicts)
+
+    # -- results -------------------------------------------------------------------------------
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.active:
+            return
+        tests: list[TestResult] = []
+        for nodeid in self.order:
+            state = self.states[nodeid]
+            if not state.decided:
+                continue  # deselected or not run
+            history = self.run_dir.history_path(nodeid)
+            rel = str(history.relative_to(self.out_dir)) if history.exists() else None
+            for v in state.verdicts:
+                message = v.message
+                if state.notes and v.verdict in (Verdict.FAIL, Verdict.DEVIATION):
+                    message = f"{message}\n{state.notes}"
+                tests.append(TestResult(
+                    requirement=v.requirement, test=nodeid, verdict=v.verdict, level=self.levels.get(v.requirement),
+                    seed=suite_config.CURRENT.seed, duration=round(state.duration, 4), message=message,
+                    capability=v.capability, history=rel, operations=v.operations,
+                ))
+        target = self.target
+        info = TargetInfo(url=target.url if target else (self.url or "reference://embedded"),
+                          profile=target.profile_name if target else self.profile_name,
+                          protocol=(target.protocol or None) if target else None,
+                          adapter=(target.adapter_name or None) if target else None)
+        self.results = RunResults(
+            run_id=self.run_id, started=self.started,
+            finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), target=info, tests=tuple(tests),
+            seed=suite_config.CURRENT.seed, strict=self.strict, ackspec_version=__version__,
+            code_version=code_version(),
+            extra={"examples": suite_config.CURRENT.examples, "timeout": suite_config.CURRENT.timeout,
+                   "fault": self.fault},
+        )
+        self.results.write(self.run_dir.results)
+        if target is not None:
+            target.close()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.results is None:
+            return
+        by: dict[str, list[str]] = {}
+        for nodeid in self.order:
+            state = self.states[nodeid]
+            for v in state.verdicts:
+                by.setdefault(str(v.verdict), []).append(v.requirement)
+        counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(by.items()))
+        terminalreporter.write_sep("-", "ackspec verdicts")
+        terminalreporter.write_line(f"run {self.run_id}: {counts}")
+        for level in ("MUST", "MUST-NOT", "SHOULD", "SHOULD-NOT"):
+            failed = sorted({t.requirement for t in self.results.tests
+                             if t.verdict is Verdict.FAIL and (t.level or "") == level})
+            if failed:
+                terminalreporter.write_line(f"{level} failures: {', '.join(failed)}")
+        terminalreporter.write_line(f"results: {self.run_dir.results}")
+
+    # -- fixtures ----------------------------------------------------------------------------------
+
+    @pytest.fixture(scope="session")
+    def ackspec_target(self) -> Target:
+        return self.get_target()
+
+    @pytest.fixture
+    def harness(self, request: pytest.FixtureRequest, ackspec_target: Target) -> Iterator[Harness]:
+        nodeid = request.node.nodeid
+        recorder = Recorder(self.run_id, target=ackspec_target.profile_name or ackspec_target.url,
+                            path=self.run_dir.history_path(nodeid))
+        recorder.test = nodeid
+        adapter = ackspec_target.make_adapter(recorder, suite_config.CURRENT.timeout)
+        h = Harness(adapter, recorder, run_tag=self.run_id.split("-")[-1], test_index=next(self._counter),
+                    timeout=suite_config.CURRENT.timeout, settings=ackspec_target.settings,
+                    broker=ackspec_target.broker)
+        try:
+            yield h
+        finally:
+            h.close()
+            adapter.close()
+            recorder.close()
+
+
+def _notes(exc: BaseException | None) -> str:
+    """Hypothesis' falsifying example and reproduce blob, kept in the results message."""
+    if exc is None:
+        return ""
+    notes = list(getattr(exc, "__notes__", []) or [])
+    return "\n".join(str(n) for n in notes)[-4000:]
+
+
+def _adjust(report: pytest.TestReport, item: pytest.Item, verdicts: list[RequirementVerdict]) -> None:
+    worst = combine(v.verdict for v in verdicts)
+    message = "; ".join(f"{v.requirement}: {v.verdict}" + (f" ({v.message})" if v.message else "")
+                        for v in verdicts if v.verdict is worst)
+    path, line = str(item.path), (item.location[1] or 0) + 1
+    if worst is Verdict.STALE:
+        report.outcome = "failed"
+        report.longrepr = f"stale deviation: {message}"
+    elif worst is Verdict.DEVIATION:
+        report.outcome = "skipped"
+        report.wasxfail = message  # type: ignore[attr-defined]
+    elif worst in (Verdict.NOT_APPLICABLE, Verdict.INDETERMINATE) and not report.passed:
+        report.outcome = "skipped"
+        report.longrepr = (path, line, f"{worst}: {message}")

@@ -1,0 +1,183 @@
+"""The system under test of one run: URL, profile, driver settings, and the embedded broker.
+
+With no URL the bundled reference broker is started in-process (the embedded
+default) and driven through :class:`ackspec.adapters.reference.ReferenceAdapter`,
+which can also restart it and inject faults. With a URL the driver is chosen by
+scheme (:mod:`ackspec.adapters.registry`).
+
+The profile (``--profile NAME``, data in ``ackspec/spec/targets/NAME.yaml``)
+supplies the driver settings and the known deviations, each with a reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from ackspec.adapters.base import Adapter
+from ackspec.adapters.registry import UnknownScheme, factory_for, open_adapter
+from ackspec.adapters.settings import TargetSettings
+from ackspec.conformance.verdicts import TargetUnavailable
+from ackspec.history import Recorder
+
+EMBEDDED_URL = "reference://embedded"
+DEFAULT_PORTS = {"stomp": 61613, "amqp": 5672}
+
+
+class ProfileError(ValueError):
+    """A profile that does not exist or cannot be read: one readable line."""
+
+
+def _targets_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "spec" / "targets"
+
+
+def available_profiles() -> list[str]:
+    folder = _targets_dir()
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def load_profile(name: str) -> dict[str, Any]:
+    """The profile mapping; prefers the spec package's loader, falls back to the YAML file."""
+    try:
+        from ackspec import spec  # noqa: PLC0415 - optional until the spec loader lands
+
+        loader = getattr(spec, "load_profile", None)
+    except ImportError:  # pragma: no cover
+        loader = None
+    if loader is not None:
+        try:
+            loaded = loader(name)
+        except Exception as exc:
+            raise ProfileError(f"profile {name!r}: {exc}") from exc
+        return _as_mapping(loaded)
+    path = _targets_dir() / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(available_profiles()) or "none"
+        raise ProfileError(f"unknown profile {name!r} (known: {known})")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path.name}: not valid YAML ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path.name}: a profile must be a mapping")
+    return data
+
+
+def _as_mapping(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    for attr in ("raw", "data", "to_dict", "as_dict"):
+        value = getattr(obj, attr, None)
+        if callable(value):
+            value = value()
+        if isinstance(value, Mapping):
+            return dict(value)
+    if hasattr(obj, "__dataclass_fields__"):
+        from dataclasses import asdict  # noqa: PLC0415
+
+        return asdict(obj)
+    raise ProfileError(f"cannot read profile object of type {type(obj).__name__}")
+
+
+def deviations_of(profile: Mapping[str, Any] | None) -> dict[str, str]:
+    """``{requirement: reason}`` from a profile's ``deviations`` (a list of mappings or a mapping)."""
+    if not profile:
+        return {}
+    raw = profile.get("deviations") or {}
+    out: dict[str, str] = {}
+    if isinstance(raw, Mapping):
+        for req, reason in raw.items():
+            text = reason.get("reason", "") if isinstance(reason, Mapping) else reason
+            out[str(req)] = str(text or "")
+    elif isinstance(raw, list):
+        for item in raw:
+            if isinstance(item, Mapping):
+                req = item.get("requirement") or item.get("id")
+                if req:
+                    out[str(req)] = str(item.get("reason", ""))
+            elif isinstance(item, str):
+                out[item] = ""
+    return out
+
+
+def probe(url: str, timeout: float = 2.0) -> None:
+    """Raise :class:`TargetUnavailable` with one clear line unless something accepts TCP at ``url``."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.split("+")[-1]
+    host = parts.hostname or "127.0.0.1"
+    try:
+        port = parts.port or DEFAULT_PORTS.get(scheme)
+    except ValueError as exc:
+        raise TargetUnavailable(f"bad port in target URL {url}") from exc
+    if port is None:
+        return
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = "nothing listening" if isinstance(exc, ConnectionRefusedError) else str(exc) or type(exc).__name__
+        raise TargetUnavailable(f"{reason} at {url}") from exc
+
+
+@dataclass
+class Target:
+    """The resolved target of a session."""
+
+    url: str
+    profile_name: str | None
+    profile: dict[str, Any] | None
+    settings: TargetSettings
+    deviations: dict[str, str]
+    broker: Any = None  # EmbeddedBroker when embedded
+    _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    adapter_name: str = ""
+    protocol: str = ""
+
+    @property
+    def embedded(self) -> bool:
+        return self.broker is not None
+
+    def make_adapter(self, recorder: Recorder, timeout: float) -> Adapter:
+        if self.embedded:
+            from ackspec.adapters.reference import ReferenceAdapter  # noqa: PLC0415
+
+            adapter: Adapter = ReferenceAdapter(self.url, recorder, timeout=timeout, settings=self.settings,
+                                                broker=self.broker)
+        else:
+            adapter = open_adapter(self.url, recorder, timeout=timeout, settings=self.settings)
+        self.adapter_name, self.protocol = adapter.name, adapter.protocol
+        return adapter
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def resolve(url: str | None, profile_name: str | None, *, fault: str | None = None,
+            broker_options: Mapping[str, Any] | None = None) -> Target:
+    """Load the profile, then start the embedded broker (no URL) or probe the URL."""
+    if url is None and profile_name is None:
+        profile_name = "reference" if "reference" in available_profiles() else None
+    profile = load_profile(profile_name) if profile_name else None
+    settings = TargetSettings.from_profile(profile)
+    deviations = deviations_of(profile)
+    if url is None or url.startswith(("reference:", "embedded:")):
+        from ackspec.adapters.reference import start_embedded  # noqa: PLC0415
+
+        target = Target(EMBEDDED_URL, profile_name, profile, settings, deviations)
+        target.broker = target._stack.enter_context(start_embedded(fault=fault, **dict(broker_options or {})))
+        target.adapter_name, target.protocol = "reference", "stomp"
+        return target
+    try:
+        factory_for(url)
+    except UnknownScheme as exc:
+        raise ProfileError(str(exc)) from exc
+    probe(url)
+    return Target(url, profile_name, profile, settings, deviations)
