@@ -1,0 +1,74 @@
+"""The client's event log: what the client did and saw, for tests to wait on.
+
+Tests never sleep: they wait for an event (``wait_for``) with a timeout. Entries are
+frozen; the log is thread-safe because the reader thread, callback threads and the
+application all append to it.
+
+Kinds (``ClientEvent.kind``):
+
+``send``          a SEND was written (detail: token, destination, producer, kind, receipt)
+``send-blocked``  a sender is waiting for room in the publish/confirmation window
+``confirmed``     the broker confirmed a send (token)
+``rejected``      the broker rejected a send (token, error)
+``complete``      a completion was released to its sender/callback (token, ok, producer)
+``callback``      a CompletionListener method ran (token, method, thread)
+``window-ack``    a publish-window acknowledgement event (tokens, last)
+``window-reject`` a publish-window rejection event (token)
+``send-ack``      SendAcknowledgementHandler call (token)
+``ack``           an acknowledgement of an ActiveMQ ack type (ack_type, consumer, ack_ids, wire)
+``pull``          a pull request (prefetch 0)
+``deliver``       a message was handed to the application (consumer, ack_id, delivery_count)
+``connection-lost`` the transport went away (error)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ClientEvent:
+    kind: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    time: float = 0.0
+    index: int = 0
+
+    def __getitem__(self, key: str) -> Any:
+        return self.detail[key]
+
+
+class EventLog:
+    def __init__(self) -> None:
+        self._events: list[ClientEvent] = []
+        self._cond = threading.Condition()
+        self._listeners: list[Callable[[ClientEvent], None]] = []
+
+    def append(self, kind: str, /, **detail: Any) -> ClientEvent:
+        with self._cond:
+            event = ClientEvent(kind, detail, time.monotonic(), len(self._events))
+            self._events.append(event)
+            listeners = list(self._listeners)
+            self._cond.notify_all()
+        for listener in listeners:
+            listener(event)
+        return event
+
+    def subscribe(self, listener: Callable[[ClientEvent], None]) -> None:
+        with self._cond:
+            self._listeners.append(listener)
+
+    def events(self, kind: str | None = None) -> list[ClientEvent]:
+        with self._cond:
+            return [e for e in self._events if kind is None or e.kind == kind]
+
+    def wait_for(self, predicate: Callable[[list[ClientEvent]], bool], timeout: float) -> bool:
+        """Wait until ``predicate(all events)`` holds; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(self._events), timeout)
+
+    def wait_count(self, kind: str, count: int, timeout: float) -> bool:
+        return self.wait_for(lambda evs: sum(1 for e in evs if e.kind == kind) >= count, timeout)
