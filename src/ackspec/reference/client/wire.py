@@ -29,6 +29,7 @@ from ackspec.reference.client.errors import ConnectionLostError, JMSError
 from ackspec.reference.stomp import Frame, FrameParser, StompProtocolError, encode
 
 REJECTED_OUTCOME_HEADER = "ackspec-outcome"
+NACK_HEADER = "ackspec-nack"
 ACK_TYPE_HEADER = "ackspec-ack-type"
 
 
@@ -218,7 +219,7 @@ class StompWire:
                         continue
                     if item.command == "RECEIPT":
                         token = item.get("receipt-id") or ""
-                        if item.get(REJECTED_OUTCOME_HEADER) == "rejected":
+                        if item.get(REJECTED_OUTCOME_HEADER) == "rejected" or item.get(NACK_HEADER) == "true":
                             self._events.on_rejected(token, item.get("message") or "rejected by the broker")
                         else:
                             self._events.on_receipt(token, dict(item.headers))
