@@ -696,6 +696,9 @@ class BrokerCore:
     def connections(self) -> list[ConnId]:
         return list(self._conns)
 
+    def has_connection(self, conn: ConnId) -> bool:
+        return conn in self._conns
+
     def has_transaction(self, conn: ConnId, tx: str) -> bool:
         c = self._conns.get(conn)
         return c is not None and tx in c.txs

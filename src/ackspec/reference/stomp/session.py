@@ -1,0 +1,684 @@
+"""Broker side of one STOMP connection: a sans-IO protocol state machine.
+
+Bytes in (:meth:`StompSession.receive_data`), bytes out (:meth:`StompSession.take_output`),
+time in (:meth:`StompSession.tick` with the injected clock). The session turns frames into
+:class:`~ackspec.reference.broker.core.BrokerCore` calls and core effects into frames. It
+never touches a socket; :mod:`ackspec.reference.server` is the thin asyncio shell.
+
+Wire behaviour (the reference for the suite):
+
+* ``CONNECT``/``STOMP``: version = highest common of ``accept-version`` (absent: 1.0);
+  no common version -> ERROR with ``version:1.0,1.1,1.2``. ``login``/``passcode`` are checked
+  by the :class:`~ackspec.reference.broker.auth.Authenticator`. ``heart-beat`` negotiated
+  per STOMP 1.2: we send every ``max(server_cx, client_cy)`` ms; a client silent for twice its
+  negotiated interval is disconnected.
+* ``MESSAGE`` headers: ``subscription``, ``message-id`` (stable across redeliveries),
+  ``destination``, ``ack`` (client modes; the value to put in ACK/NACK ``id``),
+  ``redelivered`` (``true``/``false``), ``delivery-count`` (JMSXDeliveryCount: 1 on the
+  first delivery, +1 per failed delivery), ``persistent:true`` for persistent messages,
+  ``content-length``, then the SEND's own headers.
+* ``SUBSCRIBE``: ``ack`` = ``auto`` | ``client`` | ``client-individual``; prefetch from
+  ``activemq.prefetchSize`` or ``prefetch-count`` (client modes; default 1000, capped).
+* ``NACK`` requeues (delivery-count + 1; dead-letter queue past ``max_redeliveries``).
+* ``RECEIPT``: sent in frame order, and only once every journal record written for this
+  connection so far is durable (so a receipt on the last of many persistent SENDs covers all).
+* Errors (malformed frame, unknown command, missing header, over a limit, frame before
+  CONNECT, unknown ack id or transaction, duplicate subscription id, auth failure):
+  ``ERROR`` with ``message`` (and ``receipt-id`` when the frame asked for a receipt), then the
+  connection is closed. Other connections are unaffected.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from ackspec.reference.broker.auth import Authenticator
+from ackspec.reference.broker.core import BrokerCore, CoreError
+from ackspec.reference.broker.effects import Close, Confirm, Deliver, Effect, Reject
+from ackspec.reference.broker.hub import Hub
+from ackspec.reference.broker.model import ACCEPT, REQUEUE, AckMode
+from ackspec.reference.broker.trace import NULL_TRACER, Tracer
+from ackspec.reference.faults import ConfirmPolicy, FaultInjector
+from ackspec.reference.stomp import frames as F
+from ackspec.reference.stomp.codec import (
+    DEFAULT_MAX_FRAME,
+    DEFAULT_MAX_HEADER_LENGTH,
+    DEFAULT_MAX_HEADERS,
+    FrameParser,
+    StompProtocolError,
+    encode,
+    escape,
+)
+from ackspec.reference.stomp.frames import Frame, HeartBeat
+
+log = logging.getLogger("ackspec.reference.stomp")
+
+SERVER_NAME: Final = "ackspec-reference/0.1"
+SUPPORTED: Final = ("1.0", "1.1", "1.2")
+_NO_RECEIPT: Final = object()
+
+RESERVED_HEADERS: Final = frozenset(
+    {"destination", "transaction", "receipt", "content-length", "message-id", "subscription", "ack",
+     "redelivered", "delivery-count", "persistent"}
+)
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """Per-connection limits and heart-beat offer. Defaults are safe."""
+
+    max_frame: int = DEFAULT_MAX_FRAME
+    max_headers: int = DEFAULT_MAX_HEADERS
+    max_header_length: int = DEFAULT_MAX_HEADER_LENGTH
+    heartbeat_send_ms: int = 1000
+    """How often we can send heart-beats (the cx we offer)."""
+    heartbeat_receive_ms: int = 1000
+    """How often we want the client's heart-beats (the cy we offer)."""
+    max_subscriptions: int = 1000
+    max_transactions: int = 100
+
+
+class State(enum.Enum):
+    AWAIT_CONNECT = "await-connect"
+    CONNECTED = "connected"
+    DISCONNECTING = "disconnecting"
+    CLOSED = "closed"
+
+
+# Transitions as data: which commands a state accepts. Anything else is a protocol error.
+ACCEPTS: Final[dict[State, frozenset[str]]] = {
+    State.AWAIT_CONNECT: frozenset({F.CONNECT, F.STOMP}),
+    State.CONNECTED: frozenset({F.SEND, F.SUBSCRIBE, F.UNSUBSCRIBE, F.ACK, F.NACK, F.BEGIN, F.COMMIT, F.ABORT,
+                                F.DISCONNECT}),
+    State.DISCONNECTING: frozenset(),
+    State.CLOSED: frozenset(),
+}
+
+REQUIRED: Final[dict[str, tuple[str, ...]]] = {
+    F.SEND: ("destination",),
+    F.SUBSCRIBE: ("destination",),
+    F.BEGIN: ("transaction",),
+    F.COMMIT: ("transaction",),
+    F.ABORT: ("transaction",),
+}
+"""Headers every version requires; version-specific ones are checked in the handlers."""
+
+
+class _Receipt:
+    __slots__ = ("due", "frame", "needs")
+
+    def __init__(self, frame: bytes, needs: int, due: float) -> None:
+        self.frame = frame
+        self.needs = needs
+        self.due = due
+
+
+class StompSession:
+    """One STOMP connection. ``conn_id`` must be unique in the hub."""
+
+    def __init__(
+        self,
+        conn_id: str,
+        hub: Hub,
+        *,
+        config: SessionConfig | None = None,
+        auth: Authenticator | None = None,
+        clock: Callable[[], float],
+        faults: FaultInjector | None = None,
+        tracer: Tracer | None = None,
+    ) -> None:
+        self.conn_id = conn_id
+        self.hub = hub
+        self.core: BrokerCore = hub.core
+        self.config = config or SessionConfig()
+        self.auth = auth or Authenticator()
+        self.clock = clock
+        self.faults = faults
+        self.tracer = tracer or NULL_TRACER
+        self.state = State.AWAIT_CONNECT
+        self.version = "1.2"
+        self.login: str | None = None
+        self.parser = FrameParser(max_frame=self.config.max_frame, max_headers=self.config.max_headers,
+                                  max_header_length=self.config.max_header_length,
+                                  commands=F.CLIENT_COMMANDS)
+        self._out: list[bytes] = []
+        self._receipts: deque[_Receipt] = deque()
+        self._durable_floor = 0  # journal seq every later receipt must wait for
+        self._delayed: list[tuple[float, bytes]] = []  # delayed deliveries
+        self._batch: list[tuple[str, int]] = []  # withheld SEND receipts (batch confirm policy)
+        self._batch_started = 0.0
+        self._nack_counter = 0
+        self._frames_in = 0
+        self._sub_modes: dict[str, AckMode] = {}
+        self._msgid_to_delivery: dict[tuple[str, str], int] = {}  # 1.0/1.1 ACK by message-id
+        self._dup_ack_ids: set[str] = set()
+        self._send_interval = 0.0
+        self._recv_timeout = 0.0
+        now = clock()
+        self._last_recv = now
+        self._last_send = now
+        self.close_requested = False
+        """True once the connection must be closed (after :meth:`take_output` is written)."""
+        self.error: str | None = None
+        hub.attach(conn_id, self)
+
+    # ------------------------------------------------------------------ input
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes from the socket. Output accumulates for :meth:`take_output`."""
+        if self.state is State.CLOSED or self.state is State.DISCONNECTING:
+            return
+        self._last_recv = self.clock()
+        try:
+            items = self.parser.feed(data)
+        except StompProtocolError as exc:
+            self.tracer.trace("STOMP-ERROR-CLOSES", exc.message)
+            self._fail(exc.message, None)
+            if not self.close_requested:  # error-no-close mutant: start over
+                self.parser = FrameParser(max_frame=self.config.max_frame, max_headers=self.config.max_headers,
+                                          max_header_length=self.config.max_header_length,
+                                          commands=F.CLIENT_COMMANDS)
+                self.parser.version = self.version
+            return
+        for item in items:
+            if isinstance(item, HeartBeat):
+                continue
+            if self.state is not State.CONNECTED and self.state is not State.AWAIT_CONNECT:
+                return
+            self.handle_frame(item)
+
+    def handle_frame(self, frame: Frame) -> None:
+        """Process one parsed frame (public for tests that skip the codec)."""
+        cmd = frame.command
+        if cmd not in ACCEPTS[self.state]:
+            if self.state is State.AWAIT_CONNECT:
+                self._fail(f"not connected: {cmd} before CONNECT", frame)
+            elif cmd in (F.CONNECT, F.STOMP):
+                self._fail("already connected", frame)
+            elif cmd == F.NACK:
+                self._fail("NACK is not part of STOMP 1.0", frame)
+            else:
+                self._fail(f"unexpected command {cmd}", frame)
+            return
+        if cmd == F.NACK and self.version == "1.0":
+            self._fail("NACK is not part of STOMP 1.0", frame)
+            return
+        for name in REQUIRED.get(cmd, ()):
+            if name not in frame:
+                self._fail(f"{cmd} frame is missing the required '{name}' header", frame)
+                return
+        self._frames_in += 1
+        faults = self.faults
+        if faults is not None and faults.active and self._drop_after(frame):
+            return
+        try:
+            _HANDLERS[cmd](self, frame)
+        except CoreError as exc:
+            if exc.requirement:
+                self.tracer.trace(exc.requirement, exc.message)
+            self._fail(exc.message, frame)
+
+    def _drop_after(self, frame: Frame) -> bool:
+        assert self.faults is not None
+        for rule in self.faults.rules_for(None, self.conn_id, self.login):
+            if rule.drop_after_frames is not None and self._frames_in > rule.drop_after_frames:
+                log.info("fault: dropping %s after %d frames", self.conn_id, rule.drop_after_frames)
+                self._close(abrupt=True)
+                return True
+        return False
+
+    # ------------------------------------------------------------------ frame handlers
+    def _on_connect(self, frame: Frame) -> None:
+        accept = frame.get("accept-version")
+        if accept is None:
+            version = "1.0"
+        else:
+            offered = {v.strip() for v in accept.split(",")}
+            common = [v for v in SUPPORTED if v in offered]
+            if not common:
+                self._fail(f"unsupported protocol version(s) {accept}; supported: {','.join(SUPPORTED)}",
+                           frame, extra=(("version", ",".join(SUPPORTED)),))
+                return
+            version = common[-1]
+        self.tracer.trace("STOMP-CONNECT-VERSION", version)
+        login = frame.get("login")
+        refusal = self.auth.check(login, frame.get("passcode"))
+        if refusal is not None:
+            self._fail(refusal, frame)
+            return
+        cx, cy = 0, 0
+        hb = frame.get("heart-beat")
+        if hb is not None and version != "1.0":
+            try:
+                a, b = hb.split(",")
+                cx, cy = int(a), int(b)
+                if cx < 0 or cy < 0:
+                    raise ValueError
+            except ValueError:
+                self._fail(f"invalid heart-beat header {hb!r}", frame)
+                return
+        sx, sy = self.config.heartbeat_send_ms, self.config.heartbeat_receive_ms
+        send_ms = max(sx, cy) if sx and cy else 0
+        recv_ms = max(cx, sy) if cx and sy else 0
+        self._send_interval = send_ms / 1000
+        self._recv_timeout = 2 * recv_ms / 1000
+        if send_ms or recv_ms:
+            self.tracer.trace("STOMP-HEARTBEAT-NEGOTIATION", f"{send_ms},{recv_ms}")
+        self.version = version
+        self.parser.version = version
+        self.login = login
+        self.core.open(self.conn_id, user=login)
+        self.state = State.CONNECTED
+        headers: list[tuple[str, str]] = []
+        if version != "1.0":
+            headers.append(("version", version))
+            headers.append(("heart-beat", f"{send_ms},{recv_ms}"))
+        headers += [("server", SERVER_NAME), ("session", self.conn_id)]
+        self._write(encode(Frame(F.CONNECTED, tuple(headers)), version))
+
+    def _on_send(self, frame: Frame) -> None:
+        dest = frame.get("destination") or ""
+        if not dest:
+            self._fail("SEND frame has an empty 'destination' header", frame)
+            return
+        receipt = frame.get("receipt")
+        faults = self.faults
+        policy: ConfirmPolicy | None = None
+        if faults is not None and faults.active:
+            rules = faults.rules_for(dest, self.conn_id, self.login)
+            for rule in rules:
+                if rule.reject_send is not None:
+                    self.tracer.trace("STOMP-SEND-ERROR-CLOSES", dest)
+                    self._fail(rule.reject_send, frame)
+                    return
+            policy = faults.confirm_policy(dest, self.conn_id, self.login)
+            if policy is not None and policy.mode == "nack" and self._should_nack(frame, policy):
+                if receipt is not None:
+                    self._queue_receipt(receipt, 0, extra=(("ackspec-nack", "true"),
+                                                           ("message", "send rejected by fault injection")))
+                return
+        tx = frame.get("transaction")
+        headers = tuple(h for h in frame.headers if h[0] not in RESERVED_HEADERS)
+        persistent = frame.get("persistent") == "true"
+        token: object = receipt if receipt is not None else _NO_RECEIPT
+        if policy is not None and policy.mode == "batch" and receipt is not None and tx is None:
+            token = ("batch", receipt)
+        self.hub.apply(self.core.publish(self.conn_id, dest, frame.body, headers, persistent=persistent,
+                                         tx=tx, confirm=token))
+
+    def _should_nack(self, frame: Frame, policy: ConfirmPolicy) -> bool:
+        if frame.get("ackspec-nack") == "true":
+            return True
+        if policy.nack_every > 0:
+            self._nack_counter += 1
+            return self._nack_counter % policy.nack_every == 0
+        return False
+
+    def _on_subscribe(self, frame: Frame) -> None:
+        dest = frame.get("destination") or ""
+        sub_id = frame.get("id")
+        if sub_id is None:
+            if self.version != "1.0":
+                self._fail("SUBSCRIBE frame is missing the required 'id' header", frame)
+                return
+            sub_id = dest
+        if len(self._sub_modes) >= self.config.max_subscriptions:
+            self._fail(f"too many subscriptions (limit {self.config.max_subscriptions})", frame)
+            return
+        mode_name = frame.get("ack", "auto")
+        try:
+            mode = AckMode(mode_name)
+        except ValueError:
+            self._fail(f"invalid ack mode {mode_name!r} (auto, client, client-individual)", frame)
+            return
+        prefetch: int | None = None
+        raw = frame.get("activemq.prefetchSize") or frame.get("prefetch-count")
+        if raw is not None:
+            if not raw.isdigit():
+                self._fail(f"invalid prefetch {raw!r}", frame)
+                return
+            prefetch = int(raw)
+            self.tracer.trace("STOMP-PREFETCH-BOUND", dest)
+        if self.core.has_subscription(self.conn_id, sub_id):
+            self.tracer.trace("STOMP-SUBSCRIBE-ID-UNIQUE", sub_id)
+            self._fail(f"subscription id {sub_id!r} already in use on this connection", frame)
+            return
+        self._sub_modes[sub_id] = mode
+        self.hub.apply(self.core.subscribe(self.conn_id, sub_id, dest, ack=mode, prefetch=prefetch))
+        self._receipt_for(frame)
+
+    def _on_unsubscribe(self, frame: Frame) -> None:
+        sub_id = frame.get("id")
+        if sub_id is None and self.version == "1.0":
+            sub_id = frame.get("destination")
+        if sub_id is None:
+            self._fail("UNSUBSCRIBE frame is missing the required 'id' header", frame)
+            return
+        self.hub.apply(self.core.unsubscribe(self.conn_id, sub_id))
+        self._sub_modes.pop(sub_id, None)
+        self._receipt_for(frame)
+
+    def _ack_target(self, frame: Frame) -> int | None:
+        if self.version == "1.2":
+            ack_id = frame.get("id")
+            if ack_id is None:
+                self._fail(f"{frame.command} frame is missing the required 'id' header", frame)
+                return None
+            if ack_id in self._dup_ack_ids:
+                self._dup_ack_ids.discard(ack_id)
+                self._receipt_for(frame)
+                return None
+            if not ack_id.isdigit() or self.core.delivery_subscription(self.conn_id, int(ack_id)) is None:
+                self._fail(f"{frame.command} of unknown ack id {ack_id!r} (never delivered, auto-acked, "
+                           "or already acknowledged)", frame)
+                return None
+            return int(ack_id)
+        mid = frame.get("message-id")
+        if mid is None:
+            self._fail(f"{frame.command} frame is missing the required 'message-id' header", frame)
+            return None
+        sub = frame.get("subscription")
+        if sub is None and self.version == "1.1":
+            self._fail(f"{frame.command} frame is missing the required 'subscription' header", frame)
+            return None
+        did = None
+        if sub is not None:
+            did = self._msgid_to_delivery.get((sub, mid))
+        else:
+            for (_s, m), d in self._msgid_to_delivery.items():
+                if m == mid:
+                    did = d
+                    break
+        if did is None or self.core.delivery_subscription(self.conn_id, did) is None:
+            self._fail(f"{frame.command} of unknown message-id {mid!r}", frame)
+            return None
+        return did
+
+    def _on_ack(self, frame: Frame) -> None:
+        did = self._ack_target(frame)
+        if did is None:
+            return
+        self._settle(frame, did, nack=False)
+
+    def _on_nack(self, frame: Frame) -> None:
+        did = self._ack_target(frame)
+        if did is None:
+            return
+        self._settle(frame, did, nack=True)
+
+    def _settle(self, frame: Frame, did: int, *, nack: bool) -> None:
+        tx = frame.get("transaction")
+        receipt = frame.get("receipt")
+        token: object = receipt if receipt is not None else _NO_RECEIPT
+        self.hub.apply(self.core.settle(self.conn_id, did, REQUEUE if nack else ACCEPT, tx=tx, confirm=token))
+        if self.version != "1.2":
+            for key in [k for k, v in self._msgid_to_delivery.items() if v == did or
+                        self.core.delivery_subscription(self.conn_id, v) is None]:
+                del self._msgid_to_delivery[key]
+
+    def _on_begin(self, frame: Frame) -> None:
+        tx = frame.get("transaction") or ""
+        self.hub.apply(self.core.begin(self.conn_id, tx))
+        self._receipt_for(frame)
+
+    def _on_commit(self, frame: Frame) -> None:
+        tx = frame.get("transaction") or ""
+        receipt = frame.get("receipt")
+        self.hub.apply(self.core.commit(self.conn_id, tx, confirm=receipt if receipt is not None else _NO_RECEIPT))
+
+    def _on_abort(self, frame: Frame) -> None:
+        tx = frame.get("transaction") or ""
+        receipt = frame.get("receipt")
+        self.hub.apply(self.core.abort(self.conn_id, tx, confirm=receipt if receipt is not None else _NO_RECEIPT))
+
+    def _on_disconnect(self, frame: Frame) -> None:
+        self.tracer.trace("STOMP-DISCONNECT-RECEIPT", self.conn_id)
+        self._flush_batch()
+        self._receipt_for(frame)
+        self.state = State.DISCONNECTING
+        self.hub.apply(self.core.close(self.conn_id))
+        self._maybe_finish_disconnect()
+
+    # ------------------------------------------------------------------ effects from the core
+    def on_effect(self, effect: Effect) -> None:
+        if isinstance(effect, Deliver):
+            self._deliver(effect)
+        elif isinstance(effect, Reject):
+            if isinstance(effect.token, str):
+                self._fail(effect.reason, None, receipt_id=effect.token)
+            elif isinstance(effect.token, tuple):
+                self._fail(effect.reason, None, receipt_id=str(effect.token[1]))
+            else:
+                self._fail(effect.reason, None)
+        elif isinstance(effect, Close):
+            self._fail(effect.reason, None)
+
+    def on_confirm(self, effect: Confirm, needs_sync: int) -> None:
+        token = effect.token
+        self._durable_floor = max(self._durable_floor, needs_sync)
+        if token is _NO_RECEIPT:
+            return
+        if isinstance(token, tuple):  # batch confirm policy
+            self._batch_receipt(str(token[1]))
+            return
+        self._queue_receipt(str(token), self._durable_floor)
+
+    def on_synced(self, synced: int) -> None:
+        if self._receipts:
+            self._release_receipts(self.clock())
+
+    def _deliver(self, d: Deliver) -> None:
+        msg = d.message
+        version = self.version
+        sub = d.sub
+        mode = self._sub_modes.get(sub, AckMode.AUTO)
+        parts = [f"MESSAGE\nsubscription:{escape(sub, version)}\nmessage-id:{msg.message_id}\n"
+                 f"destination:{escape(msg.destination, version)}\n"]
+        ack_id = str(d.delivery_id)
+        if mode is not AckMode.AUTO:
+            parts.append(f"ack:{ack_id}\n")
+            if version != "1.2":
+                self._msgid_to_delivery[(sub, msg.message_id)] = d.delivery_id
+        parts.append(f"redelivered:{'true' if d.redelivered else 'false'}\ndelivery-count:{d.delivery_count + 1}\n")
+        if msg.persistent:
+            parts.append("persistent:true\n")
+        body = msg.body
+        faults = self.faults
+        headers = msg.headers
+        if faults is not None and faults.active:
+            if faults.mutant_active("mangle-body", msg.destination) and body:
+                body = bytes([body[0] ^ 0x01]) + body[1:]
+            if faults.mutant_active("mangle-header", msg.destination) and headers:
+                name, value = headers[0]
+                headers = ((name, (value[:-1] + chr(ord(value[-1]) ^ 1)) if value else "x"), *headers[1:])
+        for name, value in headers:
+            parts += (escape(name, version), ":", escape(value, version), "\n")
+        parts.append(f"content-length:{len(body)}\n\n")
+        data = "".join(parts).encode() + body + b"\x00"
+        if faults is not None and faults.active:
+            rules = faults.rules_for(msg.destination, self.conn_id, self.login)
+            delay = max((r.delivery_delay for r in rules), default=0.0)
+            dup = any(r.duplicate_delivery for r in rules)
+            if dup:
+                again = data.replace(b"\nredelivered:false\n", b"\nredelivered:true\n", 1)
+                if mode is not AckMode.AUTO:
+                    self._dup_ack_ids.add(ack_id)
+                data += again
+            if delay > 0:
+                self._delayed.append((self.clock() + delay, data))
+                return
+        self._write(data)
+
+    # ------------------------------------------------------------------ receipts
+    def _receipt_for(self, frame: Frame) -> None:
+        receipt = frame.get("receipt")
+        if receipt is not None:
+            self._queue_receipt(receipt, self._durable_floor)
+
+    def _queue_receipt(self, receipt_id: str, needs: int, extra: tuple[tuple[str, str], ...] = ()) -> None:
+        faults = self.faults
+        delay = 0.0
+        if faults is not None and faults.active:
+            if faults.mutant_active("no-receipt"):
+                return
+            if faults.mutant_active("early-receipt"):
+                needs = 0
+            for rule in faults.rules_for(None, self.conn_id, self.login):
+                if rule.withhold_receipts:
+                    return
+                delay = max(delay, rule.receipt_delay)
+            policy = faults.confirm_policy(None, self.conn_id, self.login)
+            if policy is not None and policy.mode == "delay":
+                delay = max(delay, policy.delay)
+        frame = encode(Frame(F.RECEIPT, (("receipt-id", receipt_id), *extra)), self.version)
+        now = self.clock()
+        if not self._receipts and needs <= self.hub.synced and delay <= 0:
+            self._write(frame)
+            self.tracer.trace("STOMP-RECEIPT-AFTER-PROCESSING", receipt_id)
+        else:
+            self._receipts.append(_Receipt(frame, needs, now + delay))
+        self._maybe_finish_disconnect()
+
+    def _batch_receipt(self, receipt_id: str) -> None:
+        policy = self.faults.confirm_policy(None, self.conn_id, self.login) if self.faults is not None else None
+        if not self._batch:
+            self._batch_started = self.clock()
+        self._batch.append((receipt_id, self._durable_floor))
+        if policy is None or len(self._batch) >= policy.batch_size:
+            self._flush_batch()
+
+    def _flush_batch(self) -> None:
+        if self._batch:
+            receipt_id, needs = self._batch[-1]
+            self._batch.clear()
+            self.tracer.trace("SOLACE-WINDOW-ACK-COVERS-EARLIER", receipt_id)
+            self._queue_receipt(receipt_id, needs)
+
+    def _release_receipts(self, now: float) -> None:
+        synced = self.hub.synced
+        q = self._receipts
+        while q and q[0].needs <= synced and q[0].due <= now:
+            self._write(q.popleft().frame)
+        self._maybe_finish_disconnect()
+
+    def _maybe_finish_disconnect(self) -> None:
+        if self.state is State.DISCONNECTING and not self._receipts and not self._batch:
+            self.state = State.CLOSED
+            self.close_requested = True
+            self.hub.detach(self.conn_id)
+
+    # ------------------------------------------------------------------ time
+    def tick(self, now: float | None = None) -> None:
+        """Advance timers: delayed receipts/deliveries, batch timeout, heart-beats."""
+        if now is None:
+            now = self.clock()
+        if self.state is State.CLOSED:
+            return
+        if self._receipts:
+            self._release_receipts(now)
+        if self._batch and self.faults is not None:
+            policy = self.faults.confirm_policy(None, self.conn_id, self.login)
+            if policy is None or now - self._batch_started >= policy.timeout:
+                self._flush_batch()
+        if self._delayed:
+            due = [d for d in self._delayed if d[0] <= now]
+            if due:
+                self._delayed = [d for d in self._delayed if d[0] > now]
+                for _t, data in due:
+                    self._write(data)
+        if self.state is not State.CONNECTED:
+            return
+        if self._recv_timeout and now - self._last_recv > self._recv_timeout:
+            self.tracer.trace("STOMP-HEARTBEAT-TIMEOUT", self.conn_id)
+            log.info("%s: no data for %.1fs, closing (heart-beat timeout)", self.conn_id, now - self._last_recv)
+            self._close(abrupt=True)
+            return
+        if self._send_interval and now - self._last_send >= self._send_interval:
+            self._write(b"\n")
+
+    def next_deadline(self) -> float | None:
+        """The earliest time :meth:`tick` has something to do (None: nothing scheduled)."""
+        times = [r.due for r in self._receipts if r.due > 0]
+        times += [t for t, _ in self._delayed]
+        if self._batch:
+            times.append(self._batch_started + 1.0)
+        if self.state is State.CONNECTED:
+            if self._send_interval:
+                times.append(self._last_send + self._send_interval)
+            if self._recv_timeout:
+                times.append(self._last_recv + self._recv_timeout)
+        return min(times) if times else None
+
+    # ------------------------------------------------------------------ output and errors
+    def _write(self, data: bytes) -> None:
+        self._out.append(data)
+        self._last_send = self.clock()
+
+    def take_output(self) -> bytes:
+        """Bytes to send now (empty when none)."""
+        if not self._out:
+            return b""
+        out = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        self._out.clear()
+        return out
+
+    @property
+    def has_output(self) -> bool:
+        return bool(self._out)
+
+    def connection_lost(self) -> None:
+        """The transport closed (cleanly or not): roll back and return unacked messages."""
+        if self.state is State.CLOSED and not self.core.has_connection(self.conn_id):
+            self.hub.detach(self.conn_id)
+            return
+        self._close(abrupt=True)
+
+    def _close(self, *, abrupt: bool) -> None:
+        was_open = self.core.has_connection(self.conn_id)
+        self.state = State.CLOSED
+        self.close_requested = True
+        if was_open:
+            self.hub.apply(self.core.close(self.conn_id, abrupt=abrupt))
+        self.hub.detach(self.conn_id)
+
+    def _fail(self, message: str, frame: Frame | None, *, receipt_id: str | None = None,
+              extra: tuple[tuple[str, str], ...] = ()) -> None:
+        """Send ERROR (with ``receipt-id`` when the frame asked for a receipt), then close."""
+        headers: list[tuple[str, str]] = [("message", message.replace("\n", " ")[:500])]
+        rid = receipt_id if receipt_id is not None else (frame.get("receipt") if frame is not None else None)
+        if rid is not None:
+            headers.append(("receipt-id", rid))
+        headers += extra
+        body = b""
+        if frame is not None:
+            body = f"The {frame.command} frame could not be processed: {message}\n".encode()
+        headers.append(("content-type", "text/plain"))
+        self._out.append(encode(Frame(F.ERROR, tuple(headers), body), self.version, content_length=True))
+        self.error = message
+        log.info("%s: ERROR %s", self.conn_id, message)
+        self.tracer.trace("STOMP-ERROR-CLOSES", message)
+        if self.faults is not None and self.faults.mutant_active("error-no-close"):
+            return
+        self._receipts.clear()
+        self._close(abrupt=True)
+
+
+_HANDLERS: Final[dict[str, Callable[[StompSession, Frame], None]]] = {
+    F.CONNECT: StompSession._on_connect,
+    F.STOMP: StompSession._on_connect,
+    F.SEND: StompSession._on_send,
+    F.SUBSCRIBE: StompSession._on_subscribe,
+    F.UNSUBSCRIBE: StompSession._on_unsubscribe,
+    F.ACK: StompSession._on_ack,
+    F.NACK: StompSession._on_nack,
+    F.BEGIN: StompSession._on_begin,
+    F.COMMIT: StompSession._on_commit,
+    F.ABORT: StompSession._on_abort,
+    F.DISCONNECT: StompSession._on_disconnect,
+}
+
+__all__ = ["ACCEPTS", "SessionConfig", "State", "StompSession"]
