@@ -41,7 +41,8 @@ Delivery count: AMQP's header ``delivery-count`` counts *prior failed*
 attempts (0 on the first delivery), while :attr:`Delivery.delivery_count`
 follows JMSXDeliveryCount (1 on the first delivery). The driver reports
 ``amqp delivery-count + 1``, and ``redelivered`` as ``delivery-count > 0`` (the
-Qpid JMS mapping). See docs/amqp-mapping.md.
+Qpid JMS mapping) or ``first-acquirer`` false (a released message was acquired
+before, without a failed attempt). See docs/amqp-mapping.md.
 
 Addresses: ``/queue/NAME`` and ``/topic/NAME`` are passed through by default
 (RabbitMQ and the reference broker understand them). ``?address=capabilities``
@@ -64,7 +65,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -97,6 +98,7 @@ from ackspec.adapters.base import (
     NotSupported,
     SendResult,
 )
+from ackspec.adapters.settings import STOMP_STANDARD_CAPABILITIES, TargetSettings
 from ackspec.history import PRODUCER_HEADER, SEQ_HEADER, Recorder
 
 DECLARED = 0x33
@@ -349,7 +351,11 @@ class ProtonClient(Client):
         self.wire.conn.open()
         self.session = self.wire.conn.session()
         self.session.open()
-        self.wire.wait(self._remote_open, self.timeout, "the connection to open")
+        try:
+            self.wire.wait(self._remote_open, self.timeout, "the connection to open")
+        except ConnectionLost as exc:  # refused (SASL, open/begin error): a known failure, not indeterminate
+            self.wire._lost("refused")
+            raise AdapterError(f"connection to {opts.host}:{opts.port} refused: {exc}") from exc
 
     # -- engine ---------------------------------------------------------------------
 
@@ -383,7 +389,7 @@ class ProtonClient(Client):
         msg = Message()
         msg.decode(data)
         sub.buffered.append((dlv, msg))
-        if not dlv.remote_settled:
+        if not dlv.settled:
             sub.unsettled[self._ack_id(sub, dlv)] = dlv
 
     @staticmethod
@@ -505,7 +511,7 @@ class ProtonClient(Client):
             dlv.settle()
             self.wire.flush()
             return SendResult(seq=None, confirmed=False, message_id=message_id)
-        self.wire.wait(lambda: bool(dlv.remote_state) or dlv.remote_settled or link.name in self._link_errors,
+        self.wire.wait(lambda: bool(dlv.remote_state) or dlv.settled or link.name in self._link_errors,
                        self.timeout, f"the outcome of a transfer to {destination}")
         state = dlv.remote_state
         detail: dict[str, Any] = {"outcome": outcome_name(state)}
@@ -571,7 +577,8 @@ class ProtonClient(Client):
         headers["amqp:first-acquirer"] = "true" if msg.first_acquirer else "false"
         return Delivery(destination=sub.destination, subscription=sub.sub_id, body=raw, headers=headers,
                         message_id=None if msg.id is None else str(msg.id), ack_id=self._ack_id(sub, dlv),
-                        seq=seq, producer=props.get(PRODUCER_HEADER), redelivered=count > 0,
+                        seq=seq, producer=props.get(PRODUCER_HEADER),
+                        redelivered=count > 0 or not msg.first_acquirer,
                         delivery_count=count + 1)
 
     # -- settlement ----------------------------------------------------------------------------------
@@ -615,10 +622,10 @@ class ProtonClient(Client):
         if txn is None and sub.settle_second:
             # rcv-settle-mode second: the sender settles after applying our outcome; that is the confirmation
             if confirm:
-                self.wire.wait(lambda: all(d.remote_settled for _, d in chosen) or sub.error is not None,
+                self.wire.wait(lambda: all(d.settled for _, d in chosen) or sub.error is not None,
                                self.timeout, "the sender to settle our disposition")
             for key, dlv in chosen:
-                if dlv.remote_settled or not confirm:
+                if dlv.settled or not confirm:
                     dlv.settle()
                 self._forget(sub, key)
             self._check_link(sub.link, "disposition")
@@ -679,7 +686,7 @@ class ProtonClient(Client):
         dlv = coord.delivery(str(next(self._tags)))
         coord.send(msg.encode())
         coord.advance()
-        self.wire.wait(lambda: bool(dlv.remote_state) or dlv.remote_settled or coord.name in self._link_errors,
+        self.wire.wait(lambda: bool(dlv.remote_state) or dlv.settled or coord.name in self._link_errors,
                        self.timeout, f"the coordinator's answer to {what}")
         self._check_link(coord, what)
         return dlv
@@ -750,14 +757,23 @@ class ProtonAdapter(Adapter):
     protocol = "amqp"
 
     def __init__(self, url: str, recorder: Recorder, *, timeout: float = 5.0,
-                 without: frozenset[Capability] | None = None) -> None:
+                 settings: TargetSettings | None = None, without: frozenset[Capability] | None = None) -> None:
         super().__init__(url, recorder, timeout=timeout)
-        self.options = AmqpOptions.from_url(url)
-        self._without = without or frozenset()
+        opts = AmqpOptions.from_url(url)
+        caps = ALL_CAPABILITIES
+        if settings is not None:
+            if opts.user is None and settings.login is not None:
+                opts = replace(opts, user=settings.login, password=settings.passcode)
+            if settings.capabilities is not STOMP_STANDARD_CAPABILITIES:
+                # the profile names what the target has; the driver can do no more than ALL_CAPABILITIES
+                caps = caps & settings.capabilities
+        self.options = opts
+        self.settings = settings
+        self._caps = caps - (without or frozenset())
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        return ALL_CAPABILITIES - self._without
+        return self._caps
 
     def _open(self, process: str, **options: Any) -> Client:
         return ProtonClient(self, process, self.options)

@@ -1,0 +1,113 @@
+"""How messages and addresses cross between AMQP 1.0 and the protocol-neutral core.
+
+The core stores a message as body bytes, a flat tuple of string headers and a
+``persistent`` flag: exactly what a STOMP frame carries. This module is the one
+place that converts AMQP messages to and from that shape, so a message sent over
+STOMP reads the same over AMQP and back (docs/amqp-mapping.md is the prose
+version of these functions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proton import Message
+
+from ackspec.reference.broker import Message as CoreMessage
+
+QUEUE = "/queue/"
+TOPIC = "/topic/"
+
+# AMQP properties section fields that have a STOMP header of the same meaning
+PROPERTY_HEADERS: tuple[tuple[str, str], ...] = (
+    ("content_type", "content-type"),
+    ("correlation_id", "correlation-id"),
+    ("reply_to", "reply-to"),
+    ("subject", "subject"),
+)
+RESERVED_HEADERS = frozenset({"message-id", "destination", "persistent", "redelivered", "delivery-count",
+                              "subscription", "ack", "content-length", "receipt", "transaction"})
+
+
+def core_destination(address: str | None, capabilities: frozenset[str] = frozenset()) -> str | None:
+    """Map an AMQP address to a core destination, or ``None`` if it names none.
+
+    ``/queue/x`` and ``/topic/x`` pass through (as over STOMP); ``queue://x`` and
+    ``topic://x`` (ActiveMQ style) map onto them; a bare ``x`` is a queue unless
+    the terminus asks for the ``topic`` capability (Artemis style).
+    """
+    if not address:
+        return None
+    for prefix in (QUEUE, TOPIC):
+        if address.startswith(prefix):
+            return address if len(address) > len(prefix) else None
+    for scheme, prefix in (("queue://", QUEUE), ("topic://", TOPIC)):
+        if address.startswith(scheme):
+            name = address[len(scheme):]
+            return prefix + name if name else None
+    if "topic" in capabilities:
+        return TOPIC + address
+    return QUEUE + address
+
+
+def to_core(msg: Message) -> tuple[bytes, tuple[tuple[str, str], ...], bool]:
+    """An AMQP message as (body, headers, persistent) for :meth:`BrokerCore.publish`."""
+    headers: list[tuple[str, str]] = []
+    for attr, name in PROPERTY_HEADERS:
+        value = getattr(msg, attr)
+        if value is not None and not (attr == "content_type" and str(value) in ("", "None")):
+            # proton reports an absent content-type as the symbol 'None'
+            headers.append((name, str(value)))
+    props: dict[Any, Any] = dict(msg.properties or {})
+    for key, value in props.items():
+        name = str(key)
+        if name in RESERVED_HEADERS:
+            continue
+        headers.append((name, _text(value)))
+    return body_bytes(msg.body), tuple(headers), bool(msg.durable)
+
+
+def body_bytes(body: Any) -> bytes:
+    """Data sections are the bytes; an amqp-value string is its UTF-8; anything else its text."""
+    if body is None:
+        return b""
+    if isinstance(body, bytes | bytearray | memoryview):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    return str(body).encode("utf-8")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def from_core(message: CoreMessage, *, delivery_count: int, redelivered: bool) -> Message:
+    """A core message as the AMQP message a receiver gets.
+
+    ``delivery_count`` is the core's count of earlier failed deliveries, which is
+    exactly AMQP's header ``delivery-count``; ``first-acquirer`` is false on any
+    redelivery. The body always travels as one Data section.
+    """
+    msg = Message()
+    msg.inferred = True
+    msg.body = message.body
+    msg.durable = message.persistent
+    msg.delivery_count = delivery_count
+    msg.first_acquirer = not redelivered
+    msg.id = message.message_id
+    msg.address = message.destination
+    props: dict[str, Any] = {}
+    by_header = {name: attr for attr, name in PROPERTY_HEADERS}
+    for name, value in message.headers:
+        attr = by_header.get(name)
+        if attr is not None:
+            setattr(msg, attr, value)
+        else:
+            props[name] = value
+    msg.properties = props  # type: ignore[assignment]  # proton's stub says None
+    return msg
