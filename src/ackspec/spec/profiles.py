@@ -1,0 +1,78 @@
+"""Loading target profiles: ``targets/NAME.yaml`` -> :class:`~ackspec.spec.model.TargetProfile`.
+
+A profile is validated against ``schema/target.schema.json``; its name must equal the file name,
+its features must be :class:`ackspec.adapters.base.Capability` values, and every deviation must
+name a requirement of the catalogue, at most once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import MappingProxyType
+
+from ackspec.spec.catalogue import CAPABILITIES, load_catalogue
+from ackspec.spec.errors import SpecError, UnknownRequirement
+from ackspec.spec.model import Deviation, TargetProfile
+from ackspec.spec.validation import check, display, read_yaml, where
+
+TARGETS_DIR = Path(__file__).resolve().parent / "targets"
+"""The bundled profiles."""
+
+
+def available_profiles(root: Path | None = None) -> list[str]:
+    folder = Path(root) if root is not None else TARGETS_DIR
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def profile_path(name_or_path: str | Path, root: Path | None = None) -> Path:
+    """A bundled profile's file by name, or the given file; :class:`SpecError` when there is none."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or len(candidate.parts) > 1:
+        if not candidate.is_file():
+            raise SpecError(f"{display(candidate)}: profile file not found")
+        return candidate
+    folder = Path(root) if root is not None else TARGETS_DIR
+    path = folder / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = ", ".join(available_profiles(folder)) or "none"
+        raise SpecError(f"unknown profile {str(name_or_path)!r} (known: {known})")
+    return path
+
+
+def load_profile(name_or_path: str | Path, *, catalogue_root: Path | None = None) -> TargetProfile:
+    """The validated profile; its deviations are checked against the catalogue of ``catalogue_root``."""
+    path = profile_path(name_or_path)
+    data, text = read_yaml(path)
+    check(data, "target", path, text)
+    if data["name"] != path.stem:
+        raise SpecError(f"{where(path, text, ['name'])}: name: {data['name']!r} does not match the file name "
+                        f"(expected {path.stem!r})")
+    for index, feature in enumerate(data["features"]):
+        if feature not in CAPABILITIES:
+            raise SpecError(f"{where(path, text, ['features', index])}: features[{index}]: unknown capability "
+                            f"{feature!r} (see ackspec.adapters.base.Capability)")
+    catalogue = load_catalogue(catalogue_root)
+    deviations: dict[str, Deviation] = {}
+    for index, raw in enumerate(data["deviations"]):
+        here = f"{where(path, text, ['deviations', index])}: deviations[{index}].requirement"
+        rid = raw["requirement"]
+        if rid not in catalogue:
+            raise SpecError(str(UnknownRequirement(rid, catalogue.ids, where=here)))
+        if rid in deviations:
+            raise SpecError(f"{here}: {rid} is listed twice; merge the two entries")
+        deviations[rid] = Deviation(requirement=rid, reason=" ".join(raw["reason"].split()),
+                                    observed=" ".join(raw["observed"].split()), status=raw.get("status", "seeded"),
+                                    test=raw.get("test"), link=raw.get("link"))
+    return TargetProfile(
+        name=data["name"],
+        title=data["title"],
+        description=" ".join(data["description"].split()),
+        path=path,
+        urls=MappingProxyType({proto: entry["url"] for proto, entry in data["protocols"].items()}),
+        connection=MappingProxyType(dict(data.get("connection") or {})),
+        settings=MappingProxyType(dict(data.get("settings") or {})),
+        features=frozenset(data["features"]),
+        knobs=MappingProxyType(dict(data.get("knobs") or {})),
+        deviations=MappingProxyType(deviations),
+        raw=MappingProxyType(data),
+    )
