@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest_plugins = ["ackspec.conformance.markers"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ackspec", "ackspec conformance suite")
