@@ -130,14 +130,16 @@ def classify(options: ClientOptions, *, persistent: bool, transacted: bool, asyn
 
     In a transacted session only commit blocks (Artemis "Guarantees of sends and commits"), so
     sends there never wait; a windowed send is a persistent non-transacted send when a publish
-    window is configured.
+    window is configured. An asynchronous send in a transaction asks for a receipt too.
     """
     windowed = options.publish_window_size > 0 and persistent and not transacted
     would_block = (not transacted) and (
         options.block_on_durable_send if persistent else options.block_on_non_durable_send)
     confirm_handler = ack_handler and options.confirmation_window_size > 0 and not transacted
     if asynchronous:
-        return SendKind.ASYNC, would_block or windowed or confirm_handler, windowed
+        # In a transaction the listener still waits for the broker to have taken the SEND, so that
+        # commit()'s wait for incomplete sends (7.3.4) means something on the wire.
+        return SendKind.ASYNC, would_block or windowed or confirm_handler or transacted, windowed
     if windowed:
         return SendKind.FIRE, True, True
     if would_block:
