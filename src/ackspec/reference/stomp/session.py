@@ -162,6 +162,8 @@ class StompSession:
         now = clock()
         self._last_recv = now
         self._last_send = now
+        self.on_output: Callable[[], None] | None = None
+        """Called when output becomes pending (the host schedules a flush)."""
         self.close_requested = False
         """True once the connection must be closed (after :meth:`take_output` is written)."""
         self.error: str | None = None
@@ -570,6 +572,8 @@ class StompSession:
             self.state = State.CLOSED
             self.close_requested = True
             self.hub.detach(self.conn_id)
+            if self.on_output is not None:
+                self.on_output()
 
     # ------------------------------------------------------------------ time
     def tick(self, now: float | None = None) -> None:
@@ -615,6 +619,8 @@ class StompSession:
 
     # ------------------------------------------------------------------ output and errors
     def _write(self, data: bytes) -> None:
+        if not self._out and self.on_output is not None:
+            self.on_output()
         self._out.append(data)
         self._last_send = self.clock()
 
@@ -641,6 +647,8 @@ class StompSession:
         was_open = self.core.has_connection(self.conn_id)
         self.state = State.CLOSED
         self.close_requested = True
+        if self.on_output is not None:
+            self.on_output()
         if was_open:
             self.hub.apply(self.core.close(self.conn_id, abrupt=abrupt))
         self.hub.detach(self.conn_id)
@@ -657,7 +665,7 @@ class StompSession:
         if frame is not None:
             body = f"The {frame.command} frame could not be processed: {message}\n".encode()
         headers.append(("content-type", "text/plain"))
-        self._out.append(encode(Frame(F.ERROR, tuple(headers), body), self.version, content_length=True))
+        self._write(encode(Frame(F.ERROR, tuple(headers), body), self.version, content_length=True))
         self.error = message
         log.info("%s: ERROR %s", self.conn_id, message)
         self.tracer.trace("STOMP-ERROR-CLOSES", message)

@@ -1,0 +1,105 @@
+"""``ackspec broker``: run the bundled reference broker until SIGINT/SIGTERM (exit 0)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from typing import Any
+
+from ackspec.errors import AckspecError
+from ackspec.reference.broker.auth import Authenticator, load_users
+from ackspec.reference.broker.model import CoreConfig
+from ackspec.reference.broker.trace import Tracer
+from ackspec.reference.server import BrokerServer
+from ackspec.reference.stomp.session import SessionConfig
+
+log = logging.getLogger("ackspec.broker")
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    value = int(port)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port out of range in {text!r}")
+    return host.strip("[]"), value
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("broker", help="run the reference broker (STOMP 1.2, journal, fault injection)",
+                              description=__doc__)
+    p.add_argument("--stomp", type=_host_port, default=("127.0.0.1", 61613), metavar="HOST:PORT",
+                   help="STOMP listener (default 127.0.0.1:61613; port 0 = ephemeral)")
+    p.add_argument("--amqp", type=_host_port, default=None, metavar="HOST:PORT",
+                   help="AMQP 1.0 listener on the same broker core (when available)")
+    p.add_argument("--data", metavar="DIR", default=None,
+                   help="journal directory (persistent messages survive restarts); default: in memory")
+    p.add_argument("--users", metavar="FILE", default=None,
+                   help="users file, one 'login:passcode' per line; without it any login is accepted")
+    p.add_argument("--allow-anonymous", action="store_true",
+                   help="with --users: also accept connections without a login")
+    p.add_argument("--no-sync-transactional", action="store_true",
+                   help="confirm COMMIT before fsync (journal-sync-transactional=false)")
+    p.add_argument("--no-sync-non-transactional", action="store_true",
+                   help="confirm persistent SEND/ACK before fsync (journal-sync-non-transactional=false)")
+    p.add_argument("--max-redeliveries", type=int, default=6, metavar="N",
+                   help="redeliveries before a message goes to the dead-letter queue (default 6)")
+    p.add_argument("--max-connections", type=int, default=1000, metavar="N")
+    p.add_argument("--max-frame", type=int, default=4 * 1024 * 1024, metavar="BYTES")
+    p.add_argument("--control", type=_host_port, default=None, metavar="HOST:PORT",
+                   help="JSON-over-HTTP fault-injection control API")
+    p.add_argument("--trace", action="store_true", help="log the requirement ID each behaviour serves")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+    if args.max_redeliveries < 0:
+        raise AckspecError("--max-redeliveries must be >= 0")
+    if args.amqp is not None:
+        raise AckspecError("--amqp: the AMQP 1.0 listener is not wired into this build yet")
+    users = load_users(args.users) if args.users else {}
+    auth = Authenticator(users, allow_anonymous=args.allow_anonymous or not args.users)
+    server = BrokerServer(
+        host=args.stomp[0],
+        port=args.stomp[1],
+        data_dir=args.data,
+        core_config=CoreConfig(max_redeliveries=args.max_redeliveries,
+                               sync_transactional=not args.no_sync_transactional,
+                               sync_non_transactional=not args.no_sync_non_transactional),
+        session_config=SessionConfig(max_frame=args.max_frame),
+        auth=auth,
+        tracer=Tracer(log_hits=args.trace),
+        max_connections=args.max_connections,
+        control=args.control,
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await server.start()
+        except OSError as exc:
+            raise AckspecError(f"cannot listen on {args.stomp[0]}:{args.stomp[1]}: {exc.strerror}") from None
+        log.info("STOMP listening on %s:%d (data: %s, users: %s)", server.host, server.port,
+                 args.data or "in memory", args.users or "any login accepted")
+        if server.control_address is not None:
+            log.info("control API on http://%s:%d", *server.control_address)
+        print(f"ackspec broker: stomp://{server.host}:{server.port}", flush=True)
+        await stop.wait()
+        log.info("stopping")
+        await server.stop()
+        if args.trace:
+            for rid, n in sorted(server.tracer.counts.items()):
+                log.info("trace %s %d", rid, n)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+    return 0

@@ -1,0 +1,465 @@
+"""Thin asyncio shell around the sans-IO broker: sockets, journal I/O, timers, control API.
+
+* :class:`BrokerServer`: one asyncio server; per connection an :class:`asyncio.Protocol`
+  that feeds bytes into a :class:`~ackspec.reference.stomp.session.StompSession` and writes
+  what it returns. Output is batched: sessions that produced bytes are flushed once per
+  loop iteration (one ``transport.write`` per connection), after the journal records of
+  that iteration were written. Durable confirmations wait for an fsync that runs in a
+  worker thread; records appended meanwhile share the next fsync (group commit).
+* :class:`EmbeddedBroker`: the broker in a background thread, for tests and the suite::
+
+      with EmbeddedBroker() as broker:             # 127.0.0.1, ephemeral port, temp data dir
+          url = broker.stomp_url                   # "stomp://127.0.0.1:PORT"
+          broker.faults.add(FaultRule(destination="/queue/slow*", receipt_delay=0.5))
+          broker.faults.enable_mutant("lose-message")
+          broker.call(lambda core: core.queue_depth("/queue/x"))   # run on the broker thread
+          broker.restart()                         # drop connections, replay the journal
+          broker.tracer.counts                     # requirement IDs hit
+
+* Control API (``--control HOST:PORT``; ``EmbeddedBroker(control=True)``): JSON over HTTP/1.1.
+  ``GET /faults`` -> configuration; ``POST /faults/rules`` body = FaultRule fields ->
+  ``{"id": N}``; ``DELETE /faults/rules/N``; ``POST /faults/mutants``
+  ``{"name": "reorder", "destination": "/queue/x*", "every": 2}``;
+  ``DELETE /faults/mutants/NAME``; ``DELETE /faults`` clears all; ``GET /trace`` -> counts
+  of requirement IDs; ``GET /health`` -> ``{"ok": true}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ackspec.reference.broker.auth import Authenticator
+from ackspec.reference.broker.core import BrokerCore
+from ackspec.reference.broker.hub import Hub
+from ackspec.reference.broker.model import CoreConfig
+from ackspec.reference.broker.trace import Tracer
+from ackspec.reference.faults import FaultInjector, FaultRule
+from ackspec.reference.journal import Journal
+from ackspec.reference.stomp.codec import encode
+from ackspec.reference.stomp.frames import ERROR, Frame
+from ackspec.reference.stomp.session import SessionConfig, StompSession
+
+log = logging.getLogger("ackspec.reference.server")
+T = TypeVar("T")
+
+TICK_SECONDS = 0.02
+WRITE_HIGH_WATER = 1024 * 1024
+
+
+class BrokerServer:
+    """The reference broker on an asyncio loop. Use :meth:`start` / :meth:`stop` inside the loop."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        data_dir: str | Path | None = None,
+        core_config: CoreConfig | None = None,
+        session_config: SessionConfig | None = None,
+        auth: Authenticator | None = None,
+        faults: FaultInjector | None = None,
+        tracer: Tracer | None = None,
+        max_connections: int = 1000,
+        control: tuple[str, int] | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.core_config = core_config or CoreConfig()
+        self.session_config = session_config or SessionConfig()
+        self.auth = auth or Authenticator()
+        self.faults = faults or FaultInjector()
+        self.tracer = tracer or Tracer()
+        self.max_connections = max_connections
+        self.control_address = control
+        self.core = BrokerCore(self.core_config, tracer=self.tracer, faults=self.faults)
+        self.hub = Hub(self.core)
+        self.journal: Journal | None = None
+        self.protocols: dict[str, _StompProtocol] = {}
+        self._dirty: dict[str, _StompProtocol] = {}
+        self._flush_scheduled = False
+        self._syncing = False
+        self._written = 0  # journal seq written to the OS
+        self._conn_ids = 0
+        self._server: asyncio.Server | None = None
+        self._control_server: asyncio.Server | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.clock = time.monotonic
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        if self.data_dir is not None:
+            self.journal = Journal(self.data_dir)
+            records, report = self.journal.replay()
+            self.core.restore(records)
+            if report.records > 1000:
+                live = self.core.live_records()
+                if len(live) * 2 < report.records:
+                    log.info("journal: compacting %d records to %d", report.records, len(live))
+                    self.journal.rewrite(live)
+            self.journal.open()
+            log.info("journal %s: replayed %d record(s)", self.journal.path, report.records)
+        else:
+            self.hub.journaling = False
+        self._server = await self.loop.create_server(lambda: _StompProtocol(self), self.host, self.port)
+        sock = self._server.sockets[0].getsockname()
+        self.port = int(sock[1])
+        if self.control_address is not None:
+            chost, cport = self.control_address
+            self._control_server = await asyncio.start_server(self._control, chost, cport)
+            self.control_address = (chost, int(self._control_server.sockets[0].getsockname()[1]))
+        self._ticker = self.loop.create_task(self._tick_forever())
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        for server in (self._server, self._control_server):
+            if server is not None:
+                server.close()
+        for p in list(self.protocols.values()):
+            p.abort()
+        for server in (self._server, self._control_server):
+            if server is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(server.wait_closed(), 2)
+        while self._syncing:
+            await asyncio.sleep(0.005)
+        self._write_journal()
+        if self.journal is not None:
+            self.journal.sync()
+            self.journal.close()
+
+    # ------------------------------------------------------------------ connections
+    def new_session(self) -> StompSession:
+        self._conn_ids += 1
+        return StompSession(f"stomp-{self._conn_ids}", self.hub, config=self.session_config, auth=self.auth,
+                            clock=self.clock, faults=self.faults, tracer=self.tracer)
+
+    def mark_dirty(self, proto: _StompProtocol) -> None:
+        self._dirty[proto.session.conn_id] = proto
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            assert self.loop is not None
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write this iteration's journal records, then every connection's pending output."""
+        self._flush_scheduled = False
+        self._write_journal()
+        dirty = self._dirty
+        if not dirty:
+            return
+        self._dirty = {}
+        for p in dirty.values():
+            p.flush()
+        if self._dirty and not self._flush_scheduled:  # a flush produced more (e.g. requeue on close)
+            self._flush_scheduled = True
+            assert self.loop is not None
+            self.loop.call_soon(self.flush)
+
+    def _write_journal(self) -> None:
+        hub = self.hub
+        if not hub.journaling:
+            return
+        records, seq = hub.take_journal()
+        if records:
+            assert self.journal is not None
+            self.journal.append(records)
+            self._written = seq
+        if self._written > hub.synced and not self._syncing and self.loop is not None:
+            self._syncing = True
+            target = self._written
+            fut = self.loop.run_in_executor(None, self._sync)
+            fut.add_done_callback(lambda f: self._synced(target, f))
+
+    def _sync(self) -> None:
+        if self.journal is not None:
+            self.journal.sync()
+
+    def _synced(self, target: int, fut: asyncio.Future[None]) -> None:
+        self._syncing = False
+        if fut.exception() is not None:
+            log.error("journal fsync failed: %s", fut.exception())
+            return
+        self.hub.mark_synced(target)
+        for p in list(self.protocols.values()):
+            if p.session.has_output:
+                self.mark_dirty(p)
+        self._write_journal()  # start the next group if more records arrived
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            now = self.clock()
+            for p in list(self.protocols.values()):
+                s = p.session
+                deadline = s.next_deadline()
+                if deadline is not None and deadline <= now:
+                    s.tick(now)
+                    if s.has_output or s.close_requested:
+                        self.mark_dirty(p)
+
+    # ------------------------------------------------------------------ control API
+    async def _control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            lines = head.decode("latin-1").split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            length = 0
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip())
+            body = await reader.readexactly(length) if length else b""
+            status, payload = self.control_request(method, path, json.loads(body) if body else None)
+        except Exception as exc:  # one clear answer, never a crash of the broker
+            status, payload = 400, {"error": str(exc)}
+        data = json.dumps(payload).encode()
+        writer.write(f"HTTP/1.1 {status} {'OK' if status < 400 else 'Error'}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+        with contextlib.suppress(Exception):
+            await writer.drain()
+        writer.close()
+
+    def control_request(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        """The control API as a function (used by the HTTP handler and by tests)."""
+        f = self.faults
+        parts = [p for p in path.split("/") if p]
+        try:
+            if method == "GET" and parts == ["health"]:
+                return 200, {"ok": True, "port": self.port}
+            if method == "GET" and parts == ["faults"]:
+                return 200, f.snapshot()
+            if method == "DELETE" and parts == ["faults"]:
+                f.clear()
+                return 200, {"ok": True}
+            if method == "POST" and parts == ["faults", "rules"]:
+                return 200, {"id": f.add(FaultRule.from_json(body or {}))}
+            if method == "DELETE" and parts[:2] == ["faults", "rules"] and len(parts) == 3:
+                f.remove(int(parts[2]))
+                return 200, {"ok": True}
+            if method == "POST" and parts == ["faults", "mutants"]:
+                f.enable_mutant(body["name"], body.get("destination"), int(body.get("every", 2)))
+                return 200, {"ok": True}
+            if method == "DELETE" and parts[:2] == ["faults", "mutants"] and len(parts) == 3:
+                f.disable_mutant(parts[2])
+                return 200, {"ok": True}
+            if method == "GET" and parts == ["trace"]:
+                return 200, dict(self.tracer.counts)
+        except (ValueError, KeyError, TypeError) as exc:
+            return 400, {"error": str(exc)}
+        return 404, {"error": f"no such endpoint: {method} {path}"}
+
+
+class _StompProtocol(asyncio.Protocol):
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+        self.session = server.new_session()
+        self.session.on_output = lambda: server.mark_dirty(self)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if len(self.server.protocols) >= self.server.max_connections:
+            msg = f"too many connections (limit {self.server.max_connections})"
+            transport.write(encode(Frame(ERROR, (("message", msg),))))
+            transport.close()
+            self.closed = True
+            self.server.hub.detach(self.session.conn_id)
+            return
+        self.server.protocols[self.session.conn_id] = self
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.session.receive_data(data)
+        self.server.mark_dirty(self)
+
+    def flush(self) -> None:
+        if self.closed or self.transport is None:
+            return
+        data = self.session.take_output()
+        if data:
+            self.transport.write(data)
+        if self.session.close_requested:
+            self.closed = True
+            self.transport.close()
+            self.server.protocols.pop(self.session.conn_id, None)
+
+    def pause_writing(self) -> None:
+        self.server.hub.apply(self.server.core.set_writable(self.session.conn_id, False))
+
+    def resume_writing(self) -> None:
+        if self.server.core.has_connection(self.session.conn_id):
+            self.server.hub.apply(self.server.core.set_writable(self.session.conn_id, True))
+            self.server.mark_dirty(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.protocols.pop(self.session.conn_id, None)
+        self.session.connection_lost()
+        self.server.flush()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class EmbeddedBroker:
+    """The reference broker in a background thread (see the module docstring).
+
+    ``data_dir=None`` uses a fresh temporary directory (journaling on, removed on stop);
+    pass ``persistent=False`` for an in-memory broker (no journal, :meth:`restart` loses all).
+    Thread safety: ``faults`` may be changed from any thread; the core must only be touched
+    through :meth:`call`.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        data_dir: str | Path | None = None,
+        persistent: bool = True,
+        core_config: CoreConfig | None = None,
+        session_config: SessionConfig | None = None,
+        auth: Authenticator | None = None,
+        control: bool | tuple[str, int] = False,
+        trace: bool = False,
+    ) -> None:
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if data_dir is None and persistent:
+            self._tmp = tempfile.TemporaryDirectory(prefix="ackspec-broker-")
+            data_dir = self._tmp.name
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.host = host
+        self.port = port
+        self.core_config = core_config
+        self.session_config = session_config
+        self.auth = auth
+        self.faults = FaultInjector()
+        self.tracer = Tracer(log_hits=trace)
+        self.control = ("127.0.0.1", 0) if control is True else (control or None)
+        self.server: BrokerServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> EmbeddedBroker:
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._start_server())
+            except BaseException as exc:
+                errors.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="ackspec-embedded-broker", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if errors:
+            raise errors[0]
+        return self
+
+    async def _start_server(self) -> None:
+        control = self.control if isinstance(self.control, tuple) else None
+        self.server = BrokerServer(host=self.host, port=self.port, data_dir=self.data_dir,
+                                   core_config=self.core_config, session_config=self.session_config,
+                                   auth=self.auth, faults=self.faults, tracer=self.tracer, control=control)
+        await self.server.start()
+        self.port = self.server.port
+        if control is not None and self.server.control_address is not None:
+            self.control = self.server.control_address
+
+    def stop(self) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        if self.server is not None:
+            asyncio.run_coroutine_threadsafe(self.server.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(30)
+        self._loop = None
+        self.server = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def restart(self) -> None:
+        """Stop (connections dropped abruptly), then start on the same port replaying the journal."""
+        loop = self._loop
+        assert loop is not None and self.server is not None
+        asyncio.run_coroutine_threadsafe(self._restart(), loop).result(60)
+
+    async def _restart(self) -> None:
+        assert self.server is not None
+        await self.server.stop()
+        await self._start_server()
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ access
+    @property
+    def stomp_url(self) -> str:
+        return f"stomp://{self.host}:{self.port}"
+
+    @property
+    def stomp_address(self) -> tuple[str, int]:
+        return (self.host, self.port)
+
+    @property
+    def control_url(self) -> str | None:
+        return f"http://{self.control[0]}:{self.control[1]}" if isinstance(self.control, tuple) else None
+
+    @property
+    def core(self) -> BrokerCore:
+        """The live core. Read it through :meth:`call` while the broker runs."""
+        assert self.server is not None
+        return self.server.core
+
+    def call(self, fn: Callable[[BrokerCore], T], timeout: float = 10) -> T:
+        """Run ``fn(core)`` on the broker thread and return its result."""
+        loop = self._loop
+        assert loop is not None
+
+        async def run() -> T:
+            return fn(self.core)
+
+        return asyncio.run_coroutine_threadsafe(run(), loop).result(timeout)
