@@ -249,8 +249,11 @@ class ConfirmationProxy:
             self._client_to_broker(reader, link), self._broker_to_client(up_reader, link),
             self._drain(link.to_broker, link.wake_broker, up_writer),
             self._drain(link.to_client, link.wake_client, writer))]
-        _done, _pending = await asyncio.wait(tasks[:2], return_when=asyncio.FIRST_COMPLETED)
-        await asyncio.sleep(self.one_way_delay + 0.01)
+        try:
+            await asyncio.wait(tasks[:2], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.sleep(self.one_way_delay + 0.01)  # let delayed bytes drain
+        except asyncio.CancelledError:
+            pass  # proxy shutting down
         for task in tasks:
             task.cancel()
         for w in (writer, up_writer):
