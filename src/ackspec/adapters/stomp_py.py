@@ -112,6 +112,11 @@ class _Listener(stomp.ConnectionListener):  # type: ignore[misc]
         self.on_disconnected()
 
 
+NOT_OVER_STOMP: frozenset[Capability] = frozenset({
+    Capability.NACK_OUTCOMES, Capability.ASYNC_SEND, Capability.PUBLISH_WINDOW,
+})
+
+
 class StompPyAdapter(Adapter):
     """Drives any STOMP 1.2 broker through stomp.py."""
 
@@ -125,7 +130,8 @@ class StompPyAdapter(Adapter):
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        return self.settings.capabilities
+        """What the profile claims, minus what STOMP through this driver cannot express."""
+        return self.settings.capabilities - NOT_OVER_STOMP
 
     def queue(self, name: str) -> str:
         return self.settings.queue_prefix + name

@@ -28,6 +28,11 @@ from ackspec.history import Recorder
 SENTINEL_HEADER = "ackspec-sentinel"
 
 
+def seqs(deliveries: Iterable[Delivery]) -> list[int]:
+    """The ackspec-seq of each delivery (-1 where a delivery has none, e.g. a mangled header)."""
+    return [d.seq if d.seq is not None else -1 for d in deliveries]
+
+
 class Harness:
     """Per-test access to the target."""
 

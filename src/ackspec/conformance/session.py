@@ -54,12 +54,19 @@ def code_version() -> str:
 
 
 def requirement_levels() -> dict[str, str]:
-    """``{id: level}`` from the catalogue YAML (read directly: cheap and loader-independent)."""
+    """``{id: level}`` of the catalogue (the spec loader's cache, else the YAML read directly)."""
+    try:
+        from ackspec.spec import load_catalogue  # noqa: PLC0415
+
+        catalogue = load_catalogue()
+        return {rid: str(getattr(req.level, "value", req.level)) for rid, req in catalogue.requirements.items()}
+    except Exception:
+        pass
     folder = Path(__file__).resolve().parent.parent / "spec" / "catalogue"
     levels: dict[str, str] = {}
     for path in sorted(folder.glob("*.yaml")):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except (OSError, yaml.YAMLError):
             continue
         for req in (data or {}).get("requirements", []) if isinstance(data, dict) else []:
@@ -129,6 +136,7 @@ class SuiteSession:
                 self.order.append(item.nodeid)
         if self.order:
             self.levels = requirement_levels()
+            _force_hypothesis_seed(suite_config.CURRENT.seed)
 
     # -- the target --------------------------------------------------------------------------
 
@@ -166,7 +174,7 @@ class SuiteSession:
             judged = Outcome(OutcomeKind.ERROR, f"clean-up failed: {exc}")
         else:
             judged = classify(exc)
-        deviations = self.target.deviations if self.target is not None else {}
+        deviations = self.target.deviations_for(item.nodeid) if self.target is not None else {}
         state.verdicts = decide(state.requirements or ["(none)"], judged, deviations)
         state.duration = call.duration
         state.decided = True
@@ -253,6 +261,14 @@ class SuiteSession:
             recorder.close()
 
 
+def _force_hypothesis_seed(seed: int) -> None:
+    """Every property test of the run starts from the run's seed (unless --hypothesis-seed was given)."""
+    from hypothesis import core  # noqa: PLC0415
+
+    if getattr(core, "global_force_seed", None) is None:
+        core.global_force_seed = seed  # type: ignore[assignment]
+
+
 def _notes(exc: BaseException | None) -> str:
     """Hypothesis' falsifying example and reproduce blob, kept in the results message."""
     if exc is None:
@@ -271,7 +287,7 @@ def _adjust(report: pytest.TestReport, item: pytest.Item, verdicts: list[Require
         report.longrepr = f"stale deviation: {message}"
     elif worst is Verdict.DEVIATION:
         report.outcome = "skipped"
-        report.wasxfail = message  # type: ignore[attr-defined]
+        report.wasxfail = message
     elif worst in (Verdict.NOT_APPLICABLE, Verdict.INDETERMINATE) and not report.passed:
         report.outcome = "skipped"
         report.longrepr = (path, line, f"{worst}: {message}")

@@ -12,6 +12,7 @@ supplies the driver settings and the known deviations, each with a reason.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -87,24 +88,36 @@ def _as_mapping(obj: Any) -> dict[str, Any]:
     raise ProfileError(f"cannot read profile object of type {type(obj).__name__}")
 
 
-def deviations_of(profile: Mapping[str, Any] | None) -> dict[str, str]:
-    """``{requirement: reason}`` from a profile's ``deviations`` (a list of mappings or a mapping)."""
+@dataclass(frozen=True, slots=True)
+class KnownDeviation:
+    requirement: str
+    reason: str
+    test: str | None = None  # fnmatch pattern on the pytest node id the deviation is limited to
+
+    def applies_to(self, nodeid: str) -> bool:
+        if not self.test:
+            return True
+        return fnmatch.fnmatch(nodeid, self.test) or fnmatch.fnmatch(nodeid, f"*{self.test}*")
+
+
+def deviations_of(profile: Mapping[str, Any] | None) -> list[KnownDeviation]:
+    """The profile's ``deviations`` (a list of mappings, or a mapping ``{requirement: reason}``)."""
     if not profile:
-        return {}
+        return []
     raw = profile.get("deviations") or {}
-    out: dict[str, str] = {}
+    out: list[KnownDeviation] = []
     if isinstance(raw, Mapping):
         for req, reason in raw.items():
             text = reason.get("reason", "") if isinstance(reason, Mapping) else reason
-            out[str(req)] = str(text or "")
+            out.append(KnownDeviation(str(req), str(text or "")))
     elif isinstance(raw, list):
         for item in raw:
             if isinstance(item, Mapping):
                 req = item.get("requirement") or item.get("id")
                 if req:
-                    out[str(req)] = str(item.get("reason", ""))
+                    out.append(KnownDeviation(str(req), str(item.get("reason", "")), item.get("test")))
             elif isinstance(item, str):
-                out[item] = ""
+                out.append(KnownDeviation(item, ""))
     return out
 
 
@@ -135,11 +148,15 @@ class Target:
     profile_name: str | None
     profile: dict[str, Any] | None
     settings: TargetSettings
-    deviations: dict[str, str]
+    deviations: list[KnownDeviation]
     broker: Any = None  # EmbeddedBroker when embedded
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     adapter_name: str = ""
     protocol: str = ""
+
+    def deviations_for(self, nodeid: str) -> dict[str, str]:
+        """``{requirement: reason}`` of the deviations that apply to one test."""
+        return {d.requirement: d.reason for d in self.deviations if d.applies_to(nodeid)}
 
     @property
     def embedded(self) -> bool:

@@ -48,6 +48,37 @@ def check(condition: object, requirement: str, message: str, operations: Iterabl
         raise RequirementViolation(requirement, message, operations)
 
 
+class RequirementViolations(AssertionError):
+    """Several requirements checked by one test failed (soft checks, see :class:`Checks`)."""
+
+    def __init__(self, violations: list[RequirementViolation], checked: Iterable[str] = ()) -> None:
+        self.violations = violations
+        self.held = frozenset(checked) - {v.requirement for v in violations}
+        super().__init__("; ".join(str(v) for v in violations))
+
+
+class Checks:
+    """Soft checks: test every cited requirement, then fail once naming each violated one.
+
+    The requirements checked and not violated pass, so one broker bug does not
+    hide the verdicts of the test's other requirements.
+    """
+
+    def __init__(self) -> None:
+        self.violations: list[RequirementViolation] = []
+        self.checked: set[str] = set()
+
+    def check(self, condition: object, requirement: str, message: str, operations: Iterable[int] = ()) -> bool:
+        self.checked.add(requirement)
+        if not condition:
+            self.violations.append(RequirementViolation(requirement, message, operations))
+        return bool(condition)
+
+    def done(self) -> None:
+        if self.violations:
+            raise RequirementViolations(self.violations, self.checked)
+
+
 class OutcomeKind(StrEnum):
     PASSED = "passed"
     VIOLATION = "violation"
@@ -64,6 +95,8 @@ class Outcome:
     requirement: str | None = None
     capability: str | None = None
     operations: tuple[int, ...] = ()
+    violations: tuple[RequirementViolation, ...] = ()
+    held: frozenset[str] = frozenset()  # requirements checked and not violated (soft checks)
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -80,7 +113,11 @@ def classify(exc: BaseException | None) -> Outcome:
     exc = _leaf(exc)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, RequirementViolation):
-        return Outcome(OutcomeKind.VIOLATION, text, exc.requirement, operations=exc.operations)
+        return Outcome(OutcomeKind.VIOLATION, text, exc.requirement, operations=exc.operations, violations=(exc,))
+    if isinstance(exc, RequirementViolations):
+        return Outcome(OutcomeKind.VIOLATION, text, exc.violations[0].requirement,
+                       operations=exc.violations[0].operations, violations=tuple(exc.violations),
+                       held=exc.held)
     if isinstance(exc, NotSupported):
         return Outcome(OutcomeKind.NOT_APPLICABLE, text, capability=exc.capability)
     if isinstance(exc, Indeterminate):
@@ -121,8 +158,13 @@ def decide(requirements: Sequence[str], outcome: Outcome,
                 else:
                     out.append(RequirementVerdict(req, Verdict.PASS))
             case OutcomeKind.VIOLATION:
-                if req == outcome.requirement:
-                    out.append(failed(req, outcome.message, outcome.operations))
+                hit = [v for v in outcome.violations if v.requirement == req]
+                if hit:
+                    out.append(failed(req, str(hit[0]), hit[0].operations))
+                elif req in outcome.held:
+                    out.append(RequirementVerdict(req, Verdict.STALE if req in deviations else Verdict.PASS,
+                                                  "checked and held" if req not in deviations else
+                                                  f"listed as a deviation ({deviations[req]}) but held"))
                 else:
                     out.append(RequirementVerdict(req, Verdict.INDETERMINATE,
                                                   f"not decided: the test stopped at {outcome.requirement}"))
@@ -135,6 +177,11 @@ def decide(requirements: Sequence[str], outcome: Outcome,
                 out.append(RequirementVerdict(req, Verdict.INDETERMINATE, outcome.message))
             case _:
                 out.append(RequirementVerdict(req, Verdict.ERROR, outcome.message))
-    if outcome.kind is OutcomeKind.VIOLATION and outcome.requirement not in requirements and outcome.requirement:
-        out.append(failed(outcome.requirement, outcome.message, outcome.operations))
+    if outcome.kind is OutcomeKind.VIOLATION:
+        extra: dict[str, RequirementViolation] = {}
+        for v in outcome.violations:
+            if v.requirement not in requirements:
+                extra.setdefault(v.requirement, v)
+        for req, v in extra.items():  # an oracle (model, history check) named a requirement the test did not cite
+            out.append(failed(req, str(v), v.operations))
     return out

@@ -1,0 +1,138 @@
+"""Acknowledgement modes: auto, client (cumulative per subscription), client-individual.
+
+Pattern: a consumer receives, acknowledges some, goes away; a fresh consumer then
+drains the queue up to a sentinel (a barrier). What comes back before the
+sentinel is exactly what was not acknowledged.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ackspec.adapters.base import AckMode, Capability
+from ackspec.conformance.harness import Harness
+from ackspec.conformance.harness import seqs as _seqs
+from ackspec.conformance.rawstomp import frame
+from ackspec.conformance.verdicts import Checks, check
+
+requirement = pytest.mark.requirement
+
+
+@requirement("STOMP-ACK-AUTO")
+def test_auto_ack_consumes_on_delivery(harness: Harness) -> None:
+    harness.require(Capability.ACK_AUTO, Capability.QUEUES)
+    q = harness.queue()
+    c1 = harness.client()
+    sub = c1.subscribe(q, ack=AckMode.AUTO)
+    harness.send_seq(c1, q, range(3))
+    got = harness.expect_n(c1, sub, 3, "STOMP-ACK-AUTO")
+    c1.disconnect()
+    again = harness.drain(q)
+    check(not again, "STOMP-ACK-AUTO", f"auto-acked messages delivered again: {_seqs(again)}")
+    check([d.seq for d in got] == [0, 1, 2], "STOMP-ACK-AUTO", f"got {_seqs(got)}")
+
+
+@requirement("STOMP-ACK-CLIENT-CUMULATIVE", "STOMP-ACK-UNACKED-NOT-CONSUMED", "JMS-6.2.11-NO-DUPLICATE-AFTER-ACK")
+def test_client_ack_is_cumulative(harness: Harness) -> None:
+    harness.require(Capability.ACK_CLIENT, Capability.RECEIPTS)
+    q = harness.queue()
+    c1 = harness.client()
+    sub = c1.subscribe(q, ack=AckMode.CLIENT)
+    harness.send_seq(c1, q, range(5))
+    got = harness.expect_n(c1, sub, 5, "STOMP-ACK-UNACKED-NOT-CONSUMED")
+    c1.ack(got[2])  # covers seqs 0, 1, 2
+    c1.disconnect()
+    back = _seqs(harness.drain(q))
+    checks = Checks()
+    checks.check(not {0, 1} & set(back), "STOMP-ACK-CLIENT-CUMULATIVE",
+                 f"ACK of seq 2 did not acknowledge earlier seqs: {back} came back")
+    checks.check(2 not in back, "JMS-6.2.11-NO-DUPLICATE-AFTER-ACK", f"acknowledged seq 2 came back: {back}")
+    checks.check({3, 4} <= set(back), "STOMP-ACK-UNACKED-NOT-CONSUMED",
+                 f"unacknowledged seqs 3, 4 were not delivered again: {back}")
+    checks.done()
+
+
+@requirement("STOMP-ACK-CLIENT-INDIVIDUAL", "JMS-6.2.11-NO-DUPLICATE-AFTER-ACK")
+def test_client_individual_ack_covers_one(harness: Harness) -> None:
+    harness.require(Capability.ACK_CLIENT_INDIVIDUAL, Capability.RECEIPTS)
+    q = harness.queue()
+    c1 = harness.client()
+    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c1, q, range(5))
+    got = harness.expect_n(c1, sub, 5, "STOMP-ACK-CLIENT-INDIVIDUAL")
+    c1.ack(got[2])
+    c1.disconnect()
+    back = _seqs(harness.drain(q))
+    checks = Checks()
+    checks.check(sorted(x for x in back if x != 2) == [0, 1, 3, 4], "STOMP-ACK-CLIENT-INDIVIDUAL",
+                 f"ACK of seq 2 in client-individual mode changed other messages: came back {back}")
+    checks.check(2 not in back, "JMS-6.2.11-NO-DUPLICATE-AFTER-ACK", f"acknowledged seq 2 came back: {back}")
+    checks.done()
+
+
+@requirement("STOMP-ACK-UNACKED-NOT-CONSUMED", "JMS-6.2-UNACKED-RETAINED")
+def test_unacked_redelivered_after_crash(harness: Harness) -> None:
+    harness.require(Capability.ACK_CLIENT_INDIVIDUAL, Capability.ABRUPT_DISCONNECT)
+    q = harness.queue()
+    c1 = harness.client()
+    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c1, q, range(3), persistent=True)
+    got = harness.expect_n(c1, sub, 3, "STOMP-ACK-UNACKED-NOT-CONSUMED")
+    c1.ack(got[0])
+    c1.crash()
+    c2 = harness.client()
+    sub2 = c2.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    back = harness.expect_n(c2, sub2, 2, "STOMP-ACK-UNACKED-NOT-CONSUMED", "redeliveries after the crash")
+    for d in back:
+        c2.ack(d)
+    more = harness.barrier(c2, q, c2, sub2, ack_each=True)
+    seqs = sorted(_seqs(back) + _seqs(more))
+    check(seqs == [1, 2], "STOMP-ACK-UNACKED-NOT-CONSUMED",
+          f"after the crash expected seqs [1, 2] again, got {seqs}")
+
+
+@requirement("STOMP-ACK-CLIENT-PER-SUBSCRIPTION")
+def test_client_ack_stays_within_subscription(harness: Harness) -> None:
+    harness.require(Capability.ACK_CLIENT)
+    qa, qb = harness.queue("a"), harness.queue("b")
+    c1 = harness.client()
+    sa = c1.subscribe(qa, ack=AckMode.CLIENT)
+    sb = c1.subscribe(qb, ack=AckMode.CLIENT)
+    harness.send_seq(c1, qb, range(2))
+    harness.expect_n(c1, sb, 2, "STOMP-ACK-CLIENT-PER-SUBSCRIPTION")
+    harness.send_seq(c1, qa, range(2))
+    got_a = harness.expect_n(c1, sa, 2, "STOMP-ACK-CLIENT-PER-SUBSCRIPTION")
+    c1.ack(got_a[-1])
+    c1.disconnect()
+    back_b = _seqs(harness.drain(qb))
+    check(sorted(back_b) == [0, 1], "STOMP-ACK-CLIENT-PER-SUBSCRIPTION",
+          f"an ACK on another subscription acknowledged messages of this one: only {back_b} came back")
+
+
+@requirement("STOMP-MESSAGE-ACK-HEADER", "STOMP-ACK-ID-MATCHES-MESSAGE")
+def test_client_messages_carry_ack_header(harness: Harness) -> None:
+    harness.require(Capability.ACK_CLIENT_INDIVIDUAL)
+    q = harness.queue()
+    c1 = harness.client()
+    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c1, q, range(2))
+    got = harness.expect_n(c1, sub, 2, "STOMP-MESSAGE-ACK-HEADER")
+    check(all(d.ack_id for d in got), "STOMP-MESSAGE-ACK-HEADER", "a client-individual MESSAGE has no ack header")
+    c1.ack(got[1])
+    c1.disconnect()
+    back = _seqs(harness.drain(q))
+    check(back == [0], "STOMP-ACK-ID-MATCHES-MESSAGE", f"ACK by the ack header of seq 1 left {back} (expected [0])")
+
+
+@requirement("STOMP-ACK-UNKNOWN-ID-ERROR", "STOMP-RECEIPT-MEANS-SUCCESS")
+def test_ack_of_unknown_id_is_an_error(harness: Harness) -> None:
+    raw = harness.raw_connected()
+    raw.send(frame("ACK", {"id": "ackspec-no-such-delivery", "receipt": "r-unknown-ack"}))
+    reply = raw.read_frame()
+    checks = Checks()
+    checks.check(reply is None or reply.command != "RECEIPT", "STOMP-RECEIPT-MEANS-SUCCESS",
+                 "ACK of an unknown id was answered with RECEIPT")
+    checks.check((reply is not None and reply.command == "ERROR") or
+                 (reply is not None and raw.read_until("ERROR") is not None),
+                 "STOMP-ACK-UNKNOWN-ID-ERROR", "ACK of an unknown id got no ERROR")
+    checks.done()
