@@ -123,7 +123,8 @@ def plot(result: BenchResult, path: Path) -> None:
     centres = [i + width * (len(result.targets) - 1) / 2 for i in range(len(names))]
     ax.set_xticks(centres, names, rotation=20, ha="right")
     ax.set_ylabel("messages / s (median)")
-    ax.set_yscale("log")
+    if any(c.median for c in result.cells.values()):
+        ax.set_yscale("log")
     ax.set_title(f"ackspec bench: STOMP on loopback, {result.body_bytes}-byte messages")
     ax.legend()
     fig.tight_layout()
