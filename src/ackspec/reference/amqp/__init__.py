@@ -6,7 +6,7 @@ connection: proton's engine driven by bytes, core calls and effects),
 :mod:`.listener` (the thin asyncio server).
 """
 
-from ackspec.reference.amqp.connection import AmqpConnection, Gateway
+from ackspec.reference.amqp.connection import AmqpConnection
 from ackspec.reference.amqp.listener import AmqpListener
 
-__all__ = ["AmqpConnection", "AmqpListener", "Gateway"]
+__all__ = ["AmqpConnection", "AmqpListener"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from proton import (
     Collector,
@@ -44,7 +44,6 @@ from proton import (
     Message,
     Terminus,
     Transport,
-    symbol,
     ulong,
 )
 from proton import Delivery as PnDelivery
@@ -55,7 +54,6 @@ from ackspec.reference.broker import (
     ACCEPT,
     RELEASE,
     AckMode,
-    BrokerCore,
     Close,
     Confirm,
     CoreError,
@@ -66,6 +64,8 @@ from ackspec.reference.broker import (
     Reject,
     Settlement,
 )
+from ackspec.reference.broker.auth import Authenticator
+from ackspec.reference.broker.hub import Hub
 
 DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
@@ -88,20 +88,6 @@ ERR_FORCED = "amqp:connection:forced"
 ERR_DECODE = "amqp:decode-error"
 ERR_UNAUTHORIZED = "amqp:unauthorized-access"
 ERR_RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
-
-
-class Gateway(Protocol):
-    """What a connection needs from the broker it belongs to (the embedded server provides it)."""
-
-    core: BrokerCore
-
-    def execute(self, effects: list[Effect]) -> None:
-        """Carry out effects: journal writes (and syncs) first, then route each to its connection."""
-
-    def authenticate(self, user: str, password: str) -> bool: ...
-
-    @property
-    def allow_anonymous(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +119,17 @@ class _Txn:
 class AmqpConnection:
     """The broker side of one AMQP connection."""
 
-    def __init__(self, conn_id: str, gateway: Gateway, *, on_output: Callable[[], None] | None = None) -> None:
+    def __init__(self, conn_id: str, hub: Hub, auth: Authenticator | None = None, *,
+                 on_output: Callable[[], None] | None = None, receive_window: int = RECEIVE_WINDOW) -> None:
         self.conn_id = conn_id
-        self.gateway = gateway
+        self.receive_window = receive_window
+        self.hub = hub
+        self.core = hub.core
+        self.auth = auth or Authenticator()
         self.on_output = on_output or (lambda: None)
-        self.sasl = SaslServer(gateway.authenticate, allow_anonymous=gateway.allow_anonymous)
+        self.sasl = SaslServer(lambda user, password: self.auth.check(user, password) is None,
+                               allow_anonymous=self.auth.allow_anonymous)
+        self._awaiting_sync: list[tuple[int, Confirm]] = []
         self.user: str | None = None
         self.transport = Transport(Transport.SERVER)
         self.connection = Connection()
@@ -154,6 +146,7 @@ class AmqpConnection:
         self._txn_ids = itertools.count(1)
         self._sub_ids = itertools.count(1)
         self._handled: set[PnDelivery] = set()
+        self._credit: dict[Link, list[int]] = {}  # links we receive on: [credit granted, transfers received]
 
     # -- bytes in/out ------------------------------------------------------------------------------
 
@@ -212,9 +205,27 @@ class AmqpConnection:
     def _finish(self, *, abrupt: bool) -> None:
         if self.opened and not self.finished:
             self.finished = True
-            self._run(self.gateway.core.close(self.conn_id, abrupt=abrupt))
+            self._run(self.core.close(self.conn_id, abrupt=abrupt))
 
     # -- engine events ---------------------------------------------------------------------------
+
+    def _grant(self, link: Link, credit: int) -> None:
+        self._credit.setdefault(link, [0, 0])[0] += credit
+        link.flow(credit)
+
+    def _replenish(self) -> None:
+        """Top up the credit of links we receive on, once per batch of input.
+
+        Granting only between batches means a transfer is judged against credit the
+        client could have seen, so exceeding it is a real violation.
+        """
+        for link, (granted, received) in list(self._credit.items()):
+            if link.state & (Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED):
+                self._credit.pop(link, None)
+                continue
+            left = granted - received
+            if left <= self.receive_window // 2:
+                self._grant(link, self.receive_window - left)
 
     def _process(self) -> None:
         while True:
@@ -225,6 +236,14 @@ class AmqpConnection:
                 self._on_event(event)
             finally:
                 self.collector.pop()
+        self._replenish()
+        if (self.transport.capacity() < 0 and self.transport.condition is None
+                and not self.connection.state & (Endpoint.REMOTE_CLOSED | Endpoint.LOCAL_CLOSED)):
+            # proton stops reading at an undecodable frame body without raising a condition
+            self.transport.condition = Condition(ERR_DECODE, "undecodable frame")
+            self.transport.close_tail()
+            self.error = "undecodable frame"
+            self._finish(abrupt=True)
         if self.transport.condition is not None and not self.finished:
             self.error = f"{self.transport.condition.name}: {self.transport.condition.description}"
             self._finish(abrupt=True)
@@ -236,7 +255,7 @@ class AmqpConnection:
             self.connection.open()
             if not self.opened:
                 self.opened = True
-                self._run(self.gateway.core.open(self.conn_id, user=self.user))
+                self._run(self.core.open(self.conn_id, user=self.user))
         elif kind == Event.SESSION_REMOTE_OPEN and event.session is not None:
             event.session.open()
         elif kind == Event.LINK_REMOTE_OPEN and event.link is not None:
@@ -281,7 +300,7 @@ class AmqpConnection:
             link.target.copy(remote)
             self._coordinators.add(link)
             link.open()
-            link.flow(RECEIVE_WINDOW)
+            self._grant(link, self.receive_window)
             return
         caps = _capabilities(remote)
         if remote.address is not None and core_destination(remote.address, caps) is None:
@@ -290,7 +309,7 @@ class AmqpConnection:
         link.target.copy(remote)
         link.source.copy(link.remote_source)
         link.open()
-        link.flow(RECEIVE_WINDOW)
+        self._grant(link, self.receive_window)
 
     def _attach_out(self, link: Link) -> None:
         remote = link.remote_source
@@ -313,7 +332,7 @@ class AmqpConnection:
         sub = f"{link.name}#{next(self._sub_ids)}"
         out = _OutLink(link=link, sub=sub, ack=ack)
         try:
-            effects = self.gateway.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0)
+            effects = self.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0)
         except CoreError as exc:
             self._refuse(link, ERR_INVALID_FIELD, exc.message)
             return
@@ -326,8 +345,8 @@ class AmqpConnection:
         out = self._out_links.pop(link, None)
         if out is not None:
             self._out_by_sub.pop(out.sub, None)
-            if self.gateway.core.has_subscription(self.conn_id, out.sub):
-                self._run(self.gateway.core.unsubscribe(self.conn_id, out.sub))
+            if self.core.has_subscription(self.conn_id, out.sub):
+                self._run(self.core.unsubscribe(self.conn_id, out.sub))
         self._coordinators.discard(link)
         if not link.state & Endpoint.LOCAL_CLOSED:
             link.close()
@@ -343,7 +362,7 @@ class AmqpConnection:
         if delta == 0 and not drain:
             return
         out.core_credit += delta
-        self._run(self.gateway.core.add_credit(self.conn_id, out.sub, delta, drain=drain))
+        self._run(self.core.add_credit(self.conn_id, out.sub, delta, drain=drain))
 
     # -- incoming transfers ------------------------------------------------------------------------
 
@@ -351,16 +370,17 @@ class AmqpConnection:
         link = dlv.link
         if dlv.partial or dlv in self._handled:
             return
-        if link.credit < 0:
-            self._handled.add(dlv)
+        self._handled.add(dlv)
+        counts = self._credit.setdefault(link, [0, 0])
+        counts[1] += 1
+        if counts[1] > counts[0]:
+            # more transfers than all the credit we ever granted (2.6.7): detach the link
             link.condition = Condition(ERR_TRANSFER_LIMIT, "transfer sent without link credit")
             link.close()
+            self._credit.pop(link, None)
             return
-        self._handled.add(dlv)
         payload = link.recv(dlv.pending) or b""
         link.advance()
-        if link.credit < RECEIVE_WINDOW // 2:
-            link.flow(RECEIVE_WINDOW - link.credit)
         try:
             msg = Message()
             msg.decode(payload)
@@ -381,7 +401,7 @@ class AmqpConnection:
         body, headers, persistent = to_core(msg)
         confirm = None if dlv.settled else _Token("transfer", dlv, tx is not None)
         try:
-            effects = self.gateway.core.publish(self.conn_id, destination, body, headers, persistent=persistent,
+            effects = self.core.publish(self.conn_id, destination, body, headers, persistent=persistent,
                                                 tx=tx, confirm=confirm)
         except CoreError as exc:
             self._answer(dlv, REJECTED, condition=Condition(ERR_INVALID_FIELD, exc.message))
@@ -432,7 +452,7 @@ class AmqpConnection:
         fields = list(cast(Any, body.value) or [])
         if descriptor in ("amqp:declare:list", 0x31):
             name = f"txn-{self.conn_id}-{next(self._txn_ids)}"
-            self._run(self.gateway.core.begin(self.conn_id, name))
+            self._run(self.core.begin(self.conn_id, name))
             self._txns[name] = _Txn(name)
             self._answer(dlv, DECLARED, data=[name.encode()])
         elif descriptor in ("amqp:discharge:list", 0x32):
@@ -447,10 +467,10 @@ class AmqpConnection:
                 # settled transactional dispositions cannot be re-settled: give those back (STOMP ABORT
                 # semantics); unsettled ones stay acquired by the link (AMQP 4.4.2)
                 any_settled = any(settled for _, settled in txn.deliveries)
-                effects = self.gateway.core.abort(self.conn_id, txn_id, redeliver_settled=any_settled,
+                effects = self.core.abort(self.conn_id, txn_id, redeliver_settled=any_settled,
                                                   confirm=token)
             else:
-                effects = self.gateway.core.commit(self.conn_id, txn_id, confirm=token)
+                effects = self.core.commit(self.conn_id, txn_id, confirm=token)
             self._run(effects)
         else:
             self._answer(dlv, REJECTED, condition=Condition(ERR_DECODE, f"unknown coordinator message {descriptor}"))
@@ -484,7 +504,7 @@ class AmqpConnection:
         # a transactional outcome is applied at discharge; the discharge answer confirms it
         confirm = _Token("settle", dlv) if tx is None else None
         try:
-            effects = self.gateway.core.settle(self.conn_id, delivery_id, settlement, cumulative=False, tx=tx,
+            effects = self.core.settle(self.conn_id, delivery_id, settlement, cumulative=False, tx=tx,
                                                confirm=confirm)
         except CoreError as exc:
             link.condition = Condition(ERR_NOT_ALLOWED, exc.message)
@@ -499,9 +519,26 @@ class AmqpConnection:
 
     def _run(self, effects: list[Effect]) -> None:
         if effects:
-            self.gateway.execute(effects)
+            self.hub.apply(effects)
 
-    def apply(self, effect: Effect) -> None:
+    # ConnectionHandler (the hub calls these)
+
+    def on_confirm(self, effect: Confirm, needs_sync: int) -> None:
+        """Answer now, or once the journal is synced up to ``needs_sync`` (durable transfers)."""
+        if needs_sync and needs_sync > self.hub.synced:
+            self._awaiting_sync.append((needs_sync, effect))
+            return
+        self.on_effect(effect)
+
+    def on_synced(self, synced: int) -> None:
+        ready = [c for n, c in self._awaiting_sync if n <= synced]
+        if not ready:
+            return
+        self._awaiting_sync = [(n, c) for n, c in self._awaiting_sync if n > synced]
+        for effect in ready:
+            self.on_effect(effect)
+
+    def on_effect(self, effect: Effect) -> None:
         """Carry out one effect the core addressed to this connection."""
         if isinstance(effect, Deliver):
             self._deliver(effect)
@@ -644,4 +681,4 @@ def _inner_settlement(inner: Any) -> Settlement:
     return ACCEPT
 
 
-__all__ = ["CONTAINER_ID", "AmqpConnection", "Gateway", "symbol"]
+__all__ = ["CONTAINER_ID", "AmqpConnection"]

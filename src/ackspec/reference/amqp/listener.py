@@ -16,8 +16,9 @@ import itertools
 import logging
 from collections.abc import Callable
 
-from ackspec.reference.amqp.connection import AmqpConnection, Gateway
-from ackspec.reference.broker import Effect
+from ackspec.reference.amqp.connection import RECEIVE_WINDOW, AmqpConnection
+from ackspec.reference.broker.auth import Authenticator
+from ackspec.reference.broker.hub import Hub
 
 log = logging.getLogger(__name__)
 
@@ -27,18 +28,20 @@ _ids = itertools.count(1)
 class AmqpProtocol(asyncio.Protocol):
     """One client socket."""
 
-    def __init__(self, gateway: Gateway, register: Callable[[str, AmqpConnection | None], None]) -> None:
-        self.gateway = gateway
+    def __init__(self, hub: Hub, auth: Authenticator,
+                 register: Callable[[str, AmqpProtocol | None], None], *, receive_window: int) -> None:
+        self.hub = hub
         self.register = register
         self.transport: asyncio.Transport | None = None
-        self.conn = AmqpConnection(f"amqp-{next(_ids)}", gateway, on_output=self._schedule_flush)
+        self.conn = AmqpConnection(f"amqp-{next(_ids)}", hub, auth, on_output=self._schedule_flush,
+                                   receive_window=receive_window)
         self._flush_scheduled = False
         self._closing = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.register(self.conn.conn_id, self.conn)
+        self.register(self.conn.conn_id, self)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -63,11 +66,11 @@ class AmqpProtocol(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         if self.conn.opened and not self.conn.finished:
-            self.gateway.execute(self.gateway.core.set_writable(self.conn.conn_id, False))
+            self.hub.apply(self.hub.core.set_writable(self.conn.conn_id, False))
 
     def resume_writing(self) -> None:
         if self.conn.opened and not self.conn.finished:
-            self.gateway.execute(self.gateway.core.set_writable(self.conn.conn_id, True))
+            self.hub.apply(self.hub.core.set_writable(self.conn.conn_id, True))
 
     def _schedule_flush(self) -> None:
         if self._flush_scheduled or self.transport is None:
@@ -87,6 +90,10 @@ class AmqpProtocol(asyncio.Protocol):
             self._closing = True
             transport.close()
 
+    def abort(self) -> None:
+        """Drop the socket now (broker shutdown)."""
+        self._abort()
+
     def _abort(self) -> None:
         if self.transport is not None:
             self._closing = True
@@ -94,39 +101,41 @@ class AmqpProtocol(asyncio.Protocol):
 
 
 class AmqpListener:
-    """Accepts AMQP connections for one broker (``gateway``) and keeps them addressable by id."""
+    """Accepts AMQP connections for one broker: each registers with the hub under its id."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
-        self.connections: dict[str, AmqpConnection] = {}
+    def __init__(self, hub: Hub, auth: Authenticator | None = None, *,
+                 receive_window: int = RECEIVE_WINDOW) -> None:
+        self.hub = hub
+        self.receive_window = receive_window
+        self.auth = auth or Authenticator()
+        self.protocols: dict[str, AmqpProtocol] = {}
         self.server: asyncio.Server | None = None
 
-    def _register(self, conn_id: str, conn: AmqpConnection | None) -> None:
-        if conn is None:
-            self.connections.pop(conn_id, None)
+    @property
+    def connections(self) -> dict[str, AmqpConnection]:
+        return {cid: p.conn for cid, p in self.protocols.items()}
+
+    def _register(self, conn_id: str, protocol: AmqpProtocol | None) -> None:
+        if protocol is None:
+            self.protocols.pop(conn_id, None)
+            self.hub.detach(conn_id)
         else:
-            self.connections[conn_id] = conn
+            self.protocols[conn_id] = protocol
+            self.hub.attach(conn_id, protocol.conn)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen; returns the bound (host, port) (``port=0`` picks a free one)."""
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: AmqpProtocol(self.gateway, self._register), host, port)
+        self.server = await loop.create_server(lambda: AmqpProtocol(self.hub, self.auth, self._register,
+                                                                            receive_window=self.receive_window),
+                                               host, port)
         sock = self.server.sockets[0].getsockname()
         return str(sock[0]), int(sock[1])
 
     async def stop(self) -> None:
+        """Stop accepting and drop every open connection (the core hears of each as abrupt)."""
         if self.server is not None:
             self.server.close()
-            await self.server.wait_closed()
             self.server = None
-
-    def owns(self, conn_id: str) -> bool:
-        return conn_id in self.connections
-
-    def apply(self, conn_id: str, effect: Effect) -> bool:
-        """Route an effect to its connection; False if the connection is not (or no longer) ours."""
-        conn = self.connections.get(conn_id)
-        if conn is None:
-            return False
-        conn.apply(effect)
-        return True
+        for protocol in list(self.protocols.values()):
+            protocol.abort()
