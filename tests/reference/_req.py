@@ -1,17 +1,5 @@
-"""``requirement`` marker: the spec engineer's when it exists, else a no-op (so tests run early)."""
+"""The catalogue's ``requirement`` marker (unknown IDs fail collection)."""
 
-from __future__ import annotations
+from ackspec.conformance.markers import requirement
 
-from collections.abc import Callable
-from typing import Any
-
-try:
-    from ackspec.conformance.markers import requirement as _requirement
-except ImportError:  # pragma: no cover - catalogue not committed yet
-    _requirement = None
-
-
-def requirement(*ids: str) -> Callable[[Any], Any]:
-    if _requirement is None:
-        return lambda f: f
-    return _requirement(*ids)  # type: ignore[no-any-return]
+__all__ = ["requirement"]

@@ -94,6 +94,7 @@ class FaultRule:
     withhold_receipts: bool = False
     reject_send: str | None = None
     drop_after_frames: int | None = None
+    """Close the connection abruptly once it sent this many frames (CONNECT included)."""
     delivery_delay: float = 0.0
     duplicate_delivery: bool = False
     confirm: ConfirmPolicy | None = None

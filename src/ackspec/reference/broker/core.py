@@ -174,7 +174,7 @@ class BrokerCore:
             return []
         out: list[Effect] = []
         if c.txs:
-            self.tracer.trace("STOMP-BEGIN-IMPLICIT-ABORT", conn)
+            self.tracer.trace("STOMP-TX-DISCONNECT-ABORTS", conn)
         c.txs.clear()
         touched: list[_Queue] = []
         for sub in list(c.subs.values()):
@@ -244,7 +244,7 @@ class BrokerCore:
         c = self._conn(conn)
         s = c.subs.get(sub)
         if s is None:
-            raise CoreError(f"no subscription with id {sub!r}", "STOMP-UNSUBSCRIBE-ID")
+            raise CoreError(f"no subscription with id {sub!r}", "STOMP-UNSUBSCRIBE-UNKNOWN-ID")
         out: list[Effect] = []
         touched: list[_Queue] = []
         self._drop_sub(s, out, touched)
@@ -297,7 +297,7 @@ class BrokerCore:
                 self._route(q, msg, out, journal=True)
             else:
                 t.sends.append((q, msg))
-                self.tracer.trace("STOMP-BEGIN-ATOMIC", destination)
+                self.tracer.trace("STOMP-TX-SEND-INVISIBLE", destination)
             if confirm is not None:
                 out.append(Confirm(conn, confirm))
             return out
@@ -353,7 +353,7 @@ class BrokerCore:
         s = c.deliveries.get(delivery_id)
         if s is None or (delivery_id not in s.unacked and delivery_id not in s.aliases):
             raise CoreError(f"unknown delivery id {delivery_id} (not delivered, or already settled)",
-                            "STOMP-ACK-ID")
+                            "STOMP-ACK-UNKNOWN-ID-ERROR")
         t = self._tx(c, tx) if tx is not None else None
         out: list[Effect] = []
         if delivery_id in s.aliases:  # mutant duplicate: swallow
@@ -375,18 +375,18 @@ class BrokerCore:
                 if d == delivery_id:
                     break
             self.tracer.trace("STOMP-ACK-CLIENT-CUMULATIVE" if settlement.outcome is Outcome.ACCEPTED
-                              else "STOMP-NACK-SCOPE", s.destination)
+                              else "STOMP-NACK-CLIENT-CUMULATIVE", s.destination)
         else:
             if delivery_id in s.in_tx:
                 raise CoreError(f"delivery {delivery_id} already settled in an open transaction")
             ids = [delivery_id]
             if s.ack_mode is AckMode.CLIENT_INDIVIDUAL:
-                self.tracer.trace("STOMP-ACK-INDIVIDUAL", s.destination)
+                self.tracer.trace("STOMP-ACK-CLIENT-INDIVIDUAL", s.destination)
         if t is not None:
             for d in ids:
                 s.in_tx.add(d)
                 t.settles.append((d, settlement))
-            self.tracer.trace("STOMP-ACK-TRANSACTIONAL", s.destination)
+            self.tracer.trace("STOMP-ACK-IN-TRANSACTION", s.destination)
             if confirm is not None:
                 out.append(Confirm(conn, confirm))
             return out
@@ -428,12 +428,12 @@ class BrokerCore:
         else:  # REQUEUE
             entry.redelivered = True
             entry.delivery_count += 1
-            self.tracer.trace("STOMP-NACK-REDELIVER", s.destination)
+            self.tracer.trace("STOMP-NACK-NOT-CONSUMED", s.destination)
         return self._requeue(q, entry, out)
 
     def _requeue(self, q: _Queue, entry: _Entry, out: list[Effect]) -> bool:
         if entry.delivery_count > self.config.max_redeliveries:
-            self.tracer.trace("AMQ-REDELIVERY-DLQ", q.name)
+            self.tracer.trace("AMQ-REDELIVERY-POISON-TO-DLQ", q.name)
             return self._dead_letter(entry, f"max redeliveries ({self.config.max_redeliveries}) exceeded", out)
         if q.topic_copy and not q.consumers:
             return False
@@ -471,7 +471,7 @@ class BrokerCore:
     def begin(self, conn: ConnId, tx: str) -> list[Effect]:
         c = self._conn(conn)
         if tx in c.txs:
-            raise CoreError(f"transaction {tx!r} already open on this connection", "STOMP-BEGIN-UNIQUE")
+            raise CoreError(f"transaction {tx!r} already open on this connection", "STOMP-TX-BEGIN-ID-REQUIRED")
         c.txs[tx] = _Tx(tx)
         return []
 
@@ -510,7 +510,7 @@ class BrokerCore:
                 self._route(None, m, out, journal=False)
         for q in touched.values():
             self._dispatch(q, out)
-        self.tracer.trace("STOMP-COMMIT", tx)
+        self.tracer.trace("STOMP-TX-COMMIT-ATOMIC", tx)
         if confirm is not None:
             out.append(Confirm(conn, confirm, durable=journaled and self.config.sync_transactional))
         return out
@@ -541,7 +541,7 @@ class BrokerCore:
                 touched[id(s.queue)] = s.queue
         for q in touched.values():
             self._dispatch(q, out)
-        self.tracer.trace("STOMP-ABORT", tx)
+        self.tracer.trace("STOMP-TX-ABORT-DISCARDS-SENDS", tx)
         if confirm is not None:
             out.append(Confirm(conn, confirm))
         return out
@@ -629,7 +629,7 @@ class BrokerCore:
             if not q.topic_copy:
                 self._requeue(q, entry, out)
         if s.unacked and not q.topic_copy:
-            self.tracer.trace("STOMP-ACK-CLIENT-REDELIVER-ON-CLOSE", q.name)
+            self.tracer.trace("STOMP-ACK-UNACKED-NOT-CONSUMED", q.name)
             if q not in touched:
                 touched.append(q)
         for d in s.aliases:
@@ -728,7 +728,7 @@ class BrokerCore:
     def _tx(self, c: _Conn, tx: str) -> _Tx:
         t = c.txs.get(tx)
         if t is None:
-            raise CoreError(f"unknown transaction {tx!r}", "STOMP-TX-UNKNOWN")
+            raise CoreError(f"unknown transaction {tx!r}", "STOMP-TX-UNKNOWN-ERROR")
         return t
 
     def _queue(self, name: str) -> _Queue:

@@ -250,6 +250,7 @@ class StompSession:
         login = frame.get("login")
         refusal = self.auth.check(login, frame.get("passcode"))
         if refusal is not None:
+            self.tracer.trace("STOMP-CONNECT-AUTH", refusal)
             self._fail(refusal, frame)
             return
         cx, cy = 0, 0
@@ -294,7 +295,7 @@ class StompSession:
             rules = faults.rules_for(dest, self.conn_id, self.login)
             for rule in rules:
                 if rule.reject_send is not None:
-                    self.tracer.trace("STOMP-SEND-ERROR-CLOSES", dest)
+                    self.tracer.trace("STOMP-SEND-ERROR-WHEN-UNPROCESSABLE", dest)
                     self._fail(rule.reject_send, frame)
                     return
             policy = faults.confirm_policy(dest, self.conn_id, self.login)
@@ -344,7 +345,7 @@ class StompSession:
                 self._fail(f"invalid prefetch {raw!r}", frame)
                 return
             prefetch = int(raw)
-            self.tracer.trace("STOMP-PREFETCH-BOUND", dest)
+            self.tracer.trace("STOMP-SUBSCRIBE-PREFETCH", dest)
         if self.core.has_subscription(self.conn_id, sub_id):
             self.tracer.trace("STOMP-SUBSCRIBE-ID-UNIQUE", sub_id)
             self._fail(f"subscription id {sub_id!r} already in use on this connection", frame)
@@ -438,7 +439,7 @@ class StompSession:
         self.hub.apply(self.core.abort(self.conn_id, tx, confirm=receipt if receipt is not None else _NO_RECEIPT))
 
     def _on_disconnect(self, frame: Frame) -> None:
-        self.tracer.trace("STOMP-DISCONNECT-RECEIPT", self.conn_id)
+        self.tracer.trace("STOMP-DISCONNECT-RECEIPT-LAST", self.conn_id)
         self._flush_batch()
         self._receipt_for(frame)
         self.state = State.DISCONNECTING
@@ -557,14 +558,17 @@ class StompSession:
         if self._batch:
             receipt_id, needs = self._batch[-1]
             self._batch.clear()
-            self.tracer.trace("SOLACE-WINDOW-ACK-COVERS-EARLIER", receipt_id)
+            self.tracer.trace("SOLACE-WINDOW-ACK-CUMULATIVE", receipt_id)
             self._queue_receipt(receipt_id, needs)
 
     def _release_receipts(self, now: float) -> None:
         synced = self.hub.synced
         q = self._receipts
         while q and q[0].needs <= synced and q[0].due <= now:
-            self._write(q.popleft().frame)
+            r = q.popleft()
+            if r.needs:
+                self.tracer.trace("STOMP-RECEIPT-PERSISTENT-DURABLE")
+            self._write(r.frame)
         self._maybe_finish_disconnect()
 
     def _maybe_finish_disconnect(self) -> None:
@@ -597,7 +601,7 @@ class StompSession:
         if self.state is not State.CONNECTED:
             return
         if self._recv_timeout and now - self._last_recv > self._recv_timeout:
-            self.tracer.trace("STOMP-HEARTBEAT-TIMEOUT", self.conn_id)
+            self.tracer.trace("STOMP-HEARTBEAT-DEAD-PEER", self.conn_id)
             log.info("%s: no data for %.1fs, closing (heart-beat timeout)", self.conn_id, now - self._last_recv)
             self._close(abrupt=True)
             return
