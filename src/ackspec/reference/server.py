@@ -38,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ackspec.reference.amqp.listener import AmqpListener
 from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.core import BrokerCore
 from ackspec.reference.broker.hub import Hub
@@ -72,7 +73,11 @@ class BrokerServer:
         tracer: Tracer | None = None,
         max_connections: int = 1000,
         control: tuple[str, int] | None = None,
+        amqp: tuple[str, int] | None = None,
     ) -> None:
+        self.amqp_address = amqp
+        """AMQP 1.0 listener (host, port); port 0 = ephemeral, the bound one after :meth:`start`."""
+        self.amqp_listener: AmqpListener | None = None
         self.host = host
         self.port = port
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -121,7 +126,19 @@ class BrokerServer:
             chost, cport = self.control_address
             self._control_server = await asyncio.start_server(self._control, chost, cport)
             self.control_address = (chost, int(self._control_server.sockets[0].getsockname()[1]))
+        if self.amqp_address is not None:
+            self.amqp_listener = AmqpListener(self.hub, self.auth, on_activity=self._amqp_activity)
+            self.amqp_address = await self.amqp_listener.start(*self.amqp_address)
         self._ticker = self.loop.create_task(self._tick_forever())
+
+    def _amqp_activity(self) -> None:
+        """An AMQP connection ran core calls: write the journal and flush STOMP output they caused."""
+        for p in list(self.protocols.values()):
+            if p.session.has_output:
+                self.mark_dirty(p)
+        if not self._flush_scheduled and self.loop is not None:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
 
     async def stop(self) -> None:
         if self._ticker is not None:
@@ -133,6 +150,8 @@ class BrokerServer:
                 server.close()
         for p in list(self.protocols.values()):
             p.abort()
+        if self.amqp_listener is not None:
+            await self.amqp_listener.stop()
         for server in (self._server, self._control_server):
             if server is not None:
                 with contextlib.suppress(Exception):
@@ -348,6 +367,7 @@ class EmbeddedBroker:
         auth: Authenticator | None = None,
         control: bool | tuple[str, int] = False,
         trace: bool = False,
+        amqp: bool | tuple[str, int] = False,
     ) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None and persistent:
@@ -362,6 +382,7 @@ class EmbeddedBroker:
         self.faults = FaultInjector()
         self.tracer = Tracer(log_hits=trace)
         self.control = ("127.0.0.1", 0) if control is True else (control or None)
+        self.amqp = (host, 0) if amqp is True else (amqp or None)
         self.server: BrokerServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -397,8 +418,10 @@ class EmbeddedBroker:
         control = self.control if isinstance(self.control, tuple) else None
         self.server = BrokerServer(host=self.host, port=self.port, data_dir=self.data_dir,
                                    core_config=self.core_config, session_config=self.session_config,
-                                   auth=self.auth, faults=self.faults, tracer=self.tracer, control=control)
+                                   auth=self.auth, faults=self.faults, tracer=self.tracer, control=control,
+                                   amqp=self.amqp)
         await self.server.start()
+        self.amqp = self.server.amqp_address  # keep the bound port across restarts
         self.port = self.server.port
         if control is not None and self.server.control_address is not None:
             self.control = self.server.control_address
@@ -443,6 +466,10 @@ class EmbeddedBroker:
     @property
     def stomp_address(self) -> tuple[str, int]:
         return (self.host, self.port)
+
+    @property
+    def amqp_url(self) -> str | None:
+        return f"amqp://{self.amqp[0]}:{self.amqp[1]}" if self.amqp is not None else None
 
     @property
     def control_url(self) -> str | None:
