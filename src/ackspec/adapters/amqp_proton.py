@@ -347,6 +347,7 @@ class ProtonClient(Client):
         self._senders: dict[str, Link] = {}
         self._link_errors: dict[str, str] = {}
         self._coordinator: Link | None = None
+        self.session_error: str | None = None
         self._txns: dict[str, _Transaction] = {}
         self.wire.conn.open()
         self.session = self.wire.conn.session()
@@ -375,7 +376,7 @@ class ProtonClient(Client):
             if sub is not None:
                 sub.error = text
         elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
-            self.wire.error = condition_text(event.session.remote_condition) or "session closed by peer"
+            self.session_error = condition_text(event.session.remote_condition) or "session closed by peer"
 
     def _on_delivery(self, dlv: PnDelivery) -> None:
         link = dlv.link
@@ -395,13 +396,15 @@ class ProtonClient(Client):
     @staticmethod
     def _ack_id(sub: _Subscription, dlv: PnDelivery) -> str:
         tag = dlv.tag
-        text = tag.hex() if isinstance(tag, bytes) else str(tag)
+        text = (tag if isinstance(tag, bytes) else str(tag).encode("utf-8", "surrogateescape")).hex()
         return f"{sub.sub_id}/{text}"
 
     def _check_link(self, link: Link, what: str) -> None:
         err = self._link_errors.get(link.name)
         if err is not None:
             raise AdapterError(f"{what}: {err}")
+        if self.session_error is not None:
+            raise AdapterError(f"{what}: session ended by the peer: {self.session_error}")
         self.wire.check()
 
     def _top_up(self, sub: _Subscription) -> None:
@@ -673,8 +676,11 @@ class ProtonClient(Client):
             coord.target.capabilities.put_object(symbol("amqp:local-transactions"))
             coord.open()
             self._coordinator = coord
-            self.wire.wait(lambda: bool(coord.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED)),
-                           self.timeout, "attach of the transaction coordinator")
+            self.wire.wait(lambda: bool(coord.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED))
+                           or self.session_error is not None, self.timeout, "attach of the transaction coordinator")
+            if self.session_error is not None:
+                self._coordinator = None
+                raise NotSupported(Capability.TRANSACTIONS, f"coordinator refused: {self.session_error}")
             if coord.state & Endpoint.REMOTE_CLOSED or coord.remote_target.type != Terminus.COORDINATOR:
                 self.wire.wait(lambda: name in self._link_errors, self.timeout, "coordinator refusal")
                 self._coordinator = None

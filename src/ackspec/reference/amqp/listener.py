@@ -29,8 +29,10 @@ class AmqpProtocol(asyncio.Protocol):
     """One client socket."""
 
     def __init__(self, hub: Hub, auth: Authenticator,
-                 register: Callable[[str, AmqpProtocol | None], None], *, receive_window: int) -> None:
+                 register: Callable[[str, AmqpProtocol | None], None], *, receive_window: int,
+                 on_activity: Callable[[], None] | None = None) -> None:
         self.hub = hub
+        self.on_activity = on_activity
         self.register = register
         self.transport: asyncio.Transport | None = None
         self.conn = AmqpConnection(f"amqp-{next(_ids)}", hub, auth, on_output=self._schedule_flush,
@@ -51,6 +53,8 @@ class AmqpProtocol(asyncio.Protocol):
             self._abort()
             return
         self.flush()
+        if self.on_activity is not None:
+            self.on_activity()
 
     def eof_received(self) -> bool | None:
         self.flush()
@@ -61,6 +65,8 @@ class AmqpProtocol(asyncio.Protocol):
             self.conn.connection_lost()
         except Exception:
             log.exception("AMQP connection %s failed while closing", self.conn.conn_id)
+        if self.on_activity is not None:
+            self.on_activity()
         self.register(self.conn.conn_id, None)
         self.transport = None
 
@@ -104,7 +110,9 @@ class AmqpListener:
     """Accepts AMQP connections for one broker: each registers with the hub under its id."""
 
     def __init__(self, hub: Hub, auth: Authenticator | None = None, *,
-                 receive_window: int = RECEIVE_WINDOW) -> None:
+                 receive_window: int = RECEIVE_WINDOW, on_activity: Callable[[], None] | None = None) -> None:
+        """``on_activity`` runs after every batch of input: the server writes the journal there."""
+        self.on_activity = on_activity
         self.hub = hub
         self.receive_window = receive_window
         self.auth = auth or Authenticator()
@@ -127,7 +135,8 @@ class AmqpListener:
         """Listen; returns the bound (host, port) (``port=0`` picks a free one)."""
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: AmqpProtocol(self.hub, self.auth, self._register,
-                                                                            receive_window=self.receive_window),
+                                                                            receive_window=self.receive_window,
+                                                                            on_activity=self.on_activity),
                                                host, port)
         sock = self.server.sockets[0].getsockname()
         return str(sock[0]), int(sock[1])
