@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--stomp", type=_host_port, default=("127.0.0.1", 61613), metavar="HOST:PORT",
                    help="STOMP listener (default 127.0.0.1:61613; port 0 = ephemeral)")
     p.add_argument("--amqp", type=_host_port, default=None, metavar="HOST:PORT",
-                   help="AMQP 1.0 listener on the same broker core (when available)")
+                   help="AMQP 1.0 listener on the same broker core (port 0 = ephemeral)")
     p.add_argument("--data", metavar="DIR", default=None,
                    help="journal directory (persistent messages survive restarts); default: in memory")
     p.add_argument("--users", metavar="FILE", default=None,
@@ -61,8 +61,6 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     if args.max_redeliveries < 0:
         raise AckspecError("--max-redeliveries must be >= 0")
-    if args.amqp is not None:
-        raise AckspecError("--amqp: the AMQP 1.0 listener is not wired into this build yet")
     users = load_users(args.users) if args.users else {}
     auth = Authenticator(users, allow_anonymous=args.allow_anonymous or not args.users)
     server = BrokerServer(
@@ -77,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         tracer=Tracer(log_hits=args.trace),
         max_connections=args.max_connections,
         control=args.control,
+        amqp=args.amqp,
     )
 
     async def main() -> None:
@@ -93,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
         if server.control_address is not None:
             log.info("control API on http://%s:%d", *server.control_address)
         print(f"ackspec broker: stomp://{server.host}:{server.port}", flush=True)
+        if server.amqp_address is not None:
+            print(f"ackspec broker: amqp://{server.amqp_address[0]}:{server.amqp_address[1]}", flush=True)
         await stop.wait()
         log.info("stopping")
         await server.stop()
