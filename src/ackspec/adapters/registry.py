@@ -44,7 +44,6 @@ _BUILTIN: dict[str, str] = {
     "amqp": "ackspec.adapters.amqp_proton:ProtonAdapter",
     "reference": "ackspec.adapters.reference:ReferenceAdapter",
     "embedded": "ackspec.adapters.reference:ReferenceAdapter",
-    "amqp": "ackspec.adapters.amqp_proton:ProtonAdapter",
 }
 _FACTORIES: dict[str, AdapterFactory | Callable[..., Adapter]] = {}
 _entry_points_loaded: list[bool] = []  # non-empty once the entry points were read

@@ -36,7 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requirement(*ids): requirement IDs of the catalogue a test checks")
-    from ackspec.conformance.session import SuiteSession  # noqa: PLC0415 - keep plugin import cheap
+    from ackspec.conformance import session  # noqa: PLC0415 - keep plugin import cheap
 
     if not config.pluginmanager.has_plugin("ackspec-suite"):
-        config.pluginmanager.register(SuiteSession(config), "ackspec-suite")
+        config.pluginmanager.register(session.SuiteSession(config), "ackspec-suite")
+        config.pluginmanager.register(session, "ackspec-fixtures")

@@ -113,7 +113,7 @@ class SuiteSession:
         self.order: list[str] = []
         self.target: Target | None = None
         self._target_error: BaseException | None = None
-        self._counter = itertools.count(1)
+        self.counter = itertools.count(1)
         self.levels: dict[str, str] = {}
         self.results: RunResults | None = None
         suite_config.CURRENT = suite_config.SuiteConfig(
@@ -237,28 +237,37 @@ class SuiteSession:
                 terminalreporter.write_line(f"{level} failures: {', '.join(failed)}")
         terminalreporter.write_line(f"results: {self.run_dir.results}")
 
-    # -- fixtures ----------------------------------------------------------------------------------
 
-    @pytest.fixture(scope="session")
-    def ackspec_target(self) -> Target:
-        return self.get_target()
+def _session(request: pytest.FixtureRequest) -> SuiteSession:
+    plugin = request.config.pluginmanager.get_plugin("ackspec-suite")
+    assert isinstance(plugin, SuiteSession), "the ackspec plugin is not registered"
+    return plugin
 
-    @pytest.fixture
-    def harness(self, request: pytest.FixtureRequest, ackspec_target: Target) -> Iterator[Harness]:
-        nodeid = request.node.nodeid
-        recorder = Recorder(self.run_id, target=ackspec_target.profile_name or ackspec_target.url,
-                            path=self.run_dir.history_path(nodeid))
-        recorder.test = nodeid
-        adapter = ackspec_target.make_adapter(recorder, suite_config.CURRENT.timeout)
-        h = Harness(adapter, recorder, run_tag=self.run_id.split("-")[-1], test_index=next(self._counter),
-                    timeout=suite_config.CURRENT.timeout, settings=ackspec_target.settings,
-                    broker=ackspec_target.broker)
-        try:
-            yield h
-        finally:
-            h.close()
-            adapter.close()
-            recorder.close()
+
+@pytest.fixture(scope="session")
+def ackspec_target(request: pytest.FixtureRequest) -> Target:
+    """The system under test (started once per session when embedded)."""
+    return _session(request).get_target()
+
+
+@pytest.fixture
+def harness(request: pytest.FixtureRequest, ackspec_target: Target) -> Iterator[Harness]:
+    """Per-test access to the target, recording the test's history into RUN/histories/."""
+    suite = _session(request)
+    nodeid = request.node.nodeid
+    recorder = Recorder(suite.run_id, target=ackspec_target.profile_name or ackspec_target.url,
+                        path=suite.run_dir.history_path(nodeid))
+    recorder.test = nodeid
+    adapter = ackspec_target.make_adapter(recorder, suite_config.CURRENT.timeout)
+    h = Harness(adapter, recorder, run_tag=suite.run_id.split("-")[-1], test_index=next(suite.counter),
+                timeout=suite_config.CURRENT.timeout, settings=ackspec_target.settings,
+                broker=ackspec_target.broker)
+    try:
+        yield h
+    finally:
+        h.close()
+        adapter.close()
+        recorder.close()
 
 
 def _force_hypothesis_seed(seed: int) -> None:

@@ -1,0 +1,164 @@
+"""Delivery: per-producer order, prefetch bound, queue vs topic distribution, unsubscribe, MESSAGE headers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ackspec.adapters.base import AckMode, Capability, Delivery
+from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.verdicts import Checks, check
+
+requirement = pytest.mark.requirement
+
+
+@requirement("JMS-6.2.9.1-PER-PRODUCER-ORDER")
+def test_order_per_producer(harness: Harness) -> None:
+    harness.require(Capability.QUEUES)
+    q = harness.queue()
+    consumer = harness.client("consumer")
+    sub = consumer.subscribe(q, ack=AckMode.AUTO)
+    p1, p2 = harness.client("p1"), harness.client("p2")
+    for i in range(15):
+        p1.send(q, f"a{i}".encode(), seq=i, producer="p1", confirm=i % 5 == 4)
+        p2.send(q, f"b{i}".encode(), seq=i, producer="p2", confirm=i % 5 == 4)
+    got = harness.receive_n(consumer, sub, 30)
+    by: dict[str, list[int]] = {}
+    for d in got:
+        by.setdefault(d.producer or "?", []).append(d.seq if d.seq is not None else -1)
+    checks = Checks()
+    for producer, order in sorted(by.items()):
+        checks.check(order == sorted(order), "JMS-6.2.9.1-PER-PRODUCER-ORDER",
+                     f"producer {producer} received out of send order: {order}")
+    checks.check(len(got) == 30, "JMS-6.2.9.1-PER-PRODUCER-ORDER", f"received {len(got)} of 30")
+    checks.done()
+    harness.check_history({"order", "duplicate"})
+
+
+@requirement("STOMP-SUBSCRIBE-PREFETCH")
+def test_prefetch_bounds_unacked_deliveries(harness: Harness) -> None:
+    harness.require(Capability.PREFETCH, Capability.ACK_CLIENT_INDIVIDUAL)
+    q, n, total = harness.queue(), 3, 10
+    c1 = harness.client("bounded")
+    sub1 = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=n)
+    harness.send_seq(c1, q, range(total))
+    first = harness.expect_n(c1, sub1, n, "STOMP-SUBSCRIBE-PREFETCH")
+    # A second consumer takes what the first may not hold; once every message is accounted for,
+    # nothing more can reach the first: counting its extra deliveries needs no waiting.
+    c2 = harness.client("unbounded")
+    sub2 = c2.subscribe(q, ack=AckMode.AUTO)
+    second: list[Delivery] = []
+    extra: list[Delivery] = []
+    while len(first) + len(extra) + len(second) < total:
+        d = c1.receive(sub1, 0)
+        if d is not None:
+            extra.append(d)
+            continue
+        d = c2.receive(sub2, harness.timeout if not extra else 0.2)
+        if d is None and not extra:
+            break
+        if d is not None:
+            second.append(d)
+    check(not extra, "STOMP-SUBSCRIBE-PREFETCH",
+          f"prefetch {n}: {n + len(extra)} unacknowledged deliveries reached the subscription "
+          f"(extra seqs {seqs(extra)})")
+
+
+@requirement("JMS-4.1.2-QUEUE-ONE-CONSUMER", "JMS-6.2.12-NO-DUPLICATE-PRODUCTION")
+def test_queue_gives_each_message_to_one_consumer(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.RECEIPTS)
+    q = harness.queue()
+    a, b = harness.client("a"), harness.client("b")
+    sa, sb = a.subscribe(q), b.subscribe(q)
+    harness.send_seq(a, q, range(20))
+    got: list[Delivery] = []
+    deadline = time.monotonic() + harness.timeout
+    while len(got) < 20 and time.monotonic() < deadline:
+        for c, s in ((a, sa), (b, sb)):
+            d = c.receive(s, 0.02)
+            if d is not None:
+                got.append(d)
+    # the UNSUBSCRIBE receipts are barriers: any copy the broker sent is buffered by now
+    a.unsubscribe(sa)
+    b.unsubscribe(sb)
+    for c, s in ((a, sa), (b, sb)):
+        while (d := c.receive(s, 0)) is not None:
+            got.append(d)
+    found = seqs(got)
+    checks = Checks()
+    dups = sorted({s for s in found if found.count(s) > 1})
+    checks.check(not dups, "JMS-4.1.2-QUEUE-ONE-CONSUMER", f"queue messages delivered twice: {dups}")
+    checks.check(not [d for d in got if d.seq in dups and not d.redelivered], "JMS-6.2.12-NO-DUPLICATE-PRODUCTION",
+                 f"unmarked duplicate deliveries: {dups}")
+    checks.check(sorted(set(found)) == list(range(20)), "JMS-4.1.2-QUEUE-ONE-CONSUMER",
+                 f"missing: {sorted(set(range(20)) - set(found))}")
+    checks.done()
+
+
+@requirement("JMS-4.2-TOPIC-EVERY-SUBSCRIBER")
+def test_topic_copies_to_every_subscriber(harness: Harness) -> None:
+    harness.require(Capability.TOPICS)
+    t = harness.topic()
+    a, b = harness.client("a"), harness.client("b")
+    sa, sb = a.subscribe(t), b.subscribe(t)
+    harness.send_seq(a, t, range(5))
+    ga, gb = seqs(harness.receive_n(a, sa, 5)), seqs(harness.receive_n(b, sb, 5))
+    check(ga == gb == list(range(5)), "JMS-4.2-TOPIC-EVERY-SUBSCRIBER",
+          f"subscriber a got {ga}, b got {gb}, expected [0..4] each")
+
+
+@requirement("STOMP-UNSUBSCRIBE-STOPS")
+def test_unsubscribe_stops_deliveries(harness: Harness) -> None:
+    harness.require(Capability.TOPICS, Capability.RECEIPTS)
+    t = harness.topic()
+    c = harness.client()
+    gone = c.subscribe(t)
+    c.unsubscribe(gone)
+    kept = c.subscribe(t)
+    harness.send_seq(c, t, range(3))
+    # deliveries on one connection come in order: once the live subscription has all three
+    # plus a sentinel, anything for the ended subscription would already be buffered
+    harness.receive_n(c, kept, 3)
+    harness.barrier(c, t, c, kept)
+    stray = c.receive(gone, 0)
+    check(stray is None, "STOMP-UNSUBSCRIBE-STOPS",
+          "a MESSAGE arrived for a subscription after its UNSUBSCRIBE receipt")
+
+
+@requirement("STOMP-MESSAGE-REQUIRED-HEADERS", "STOMP-MESSAGE-NO-LEAKED-HEADERS")
+def test_message_headers(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.RECEIPTS)
+    q = harness.queue()
+    c = harness.client()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c, q, range(2))
+    got = harness.expect_n(c, sub, 2, "STOMP-MESSAGE-REQUIRED-HEADERS")
+    checks = Checks()
+    for d in got:
+        h = d.headers
+        checks.check(h.get("destination") == q and h.get("subscription") == sub and h.get("message-id"),
+                     "STOMP-MESSAGE-REQUIRED-HEADERS",
+                     f"MESSAGE headers destination={h.get('destination')!r} subscription={h.get('subscription')!r} "
+                     f"message-id={h.get('message-id')!r}")
+        leaked = sorted(k for k in h if k in ("receipt", "transaction"))
+        checks.check(not leaked, "STOMP-MESSAGE-NO-LEAKED-HEADERS", f"SEND headers leaked into MESSAGE: {leaked}")
+    ids = [d.message_id for d in got]
+    checks.check(len(set(ids)) == len(ids), "STOMP-MESSAGE-REQUIRED-HEADERS", f"message-ids not unique: {ids}")
+    checks.done()
+
+
+@requirement("STOMP-MESSAGE-ID-STABLE")
+def test_message_id_stable_across_redelivery(harness: Harness) -> None:
+    harness.require(Capability.ACK_CLIENT_INDIVIDUAL, Capability.ABRUPT_DISCONNECT)
+    q = harness.queue()
+    c1 = harness.client()
+    s1 = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c1, q, [0])
+    first = harness.expect_n(c1, s1, 1, "STOMP-MESSAGE-ID-STABLE")[0]
+    c1.crash()
+    c2 = harness.client()
+    s2 = c2.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    again = harness.expect_n(c2, s2, 1, "STOMP-MESSAGE-ID-STABLE", "redelivery")[0]
+    check(first.message_id == again.message_id, "STOMP-MESSAGE-ID-STABLE",
+          f"message-id changed on redelivery: {first.message_id!r} -> {again.message_id!r}")

@@ -1,0 +1,150 @@
+"""NACK and redelivery: scope of a NACK, the redelivered flag, the delivery count, dead-lettering.
+
+What a broker does with a NACKed message is its choice (STOMP-NACK-NOT-CONSUMED is
+UNDEF: redeliver, discard or dead-letter); the tests check only what the rules
+fix: which messages a NACK covers, how redeliveries are marked, and that the
+redelivery limit leads to the dead-letter queue where the target has one.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from ackspec.adapters.base import AckMode, Capability, Delivery
+from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.verdicts import Checks, check
+
+requirement = pytest.mark.requirement
+
+
+@requirement("STOMP-NACK-INDIVIDUAL")
+def test_nack_individual_covers_one(harness: Harness) -> None:
+    harness.require(Capability.NACK, Capability.ACK_CLIENT_INDIVIDUAL)
+    q = harness.queue()
+    c1 = harness.client()
+    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=10)
+    harness.send_seq(c1, q, range(3))
+    got = harness.expect_n(c1, sub, 3, "STOMP-NACK-INDIVIDUAL")
+    c1.nack(got[1])
+    # seqs 0 and 2 must still be ours to acknowledge (a NACK of seq 1 touched nothing else)
+    c1.ack(got[0])
+    c1.ack(got[2])
+    c1.disconnect()
+    back = seqs(harness.drain(q))
+    check(not {0, 2} & set(back), "STOMP-NACK-INDIVIDUAL",
+          f"NACK of seq 1 affected other messages: {back} came back after they were ACKed")
+
+
+@requirement("STOMP-NACK-CLIENT-CUMULATIVE")
+def test_nack_client_mode_is_cumulative(harness: Harness) -> None:
+    harness.require(Capability.NACK, Capability.ACK_CLIENT)
+    q = harness.queue()
+    c1 = harness.client()
+    sub = c1.subscribe(q, ack=AckMode.CLIENT, prefetch=10)
+    harness.send_seq(c1, q, range(3))
+    got = harness.expect_n(c1, sub, 3, "STOMP-NACK-CLIENT-CUMULATIVE")
+    c1.nack(got[1])  # covers seqs 0 and 1; seq 2 stays held
+    live = seqs(harness.barrier(c1, q, c1, sub))
+    if 1 in live:  # the broker redelivers NACKed messages at once: so must seq 0 come back
+        check(0 in live, "STOMP-NACK-CLIENT-CUMULATIVE",
+              f"NACK of seq 1 redelivered {live} but not the earlier seq 0")
+        return
+    c1.disconnect()
+    back = seqs(harness.drain(q))
+    # not redelivered live: NACKed messages were discarded or dead-lettered. Seq 0 returning on
+    # disconnect while seq 1 did not means the NACK did not cover it.
+    check(not (0 in back and 1 not in back), "STOMP-NACK-CLIENT-CUMULATIVE",
+          f"NACK of seq 1 in client mode left seq 0 unacknowledged (returned on disconnect: {back})")
+
+
+def _redeliver_by_crash(harness: Harness, q: str, n: int) -> list[Delivery]:
+    """Deliver seq 0 ``n`` times, each time losing the consumer's connection before an ACK."""
+    seen = []
+    for _ in range(n):
+        c = harness.client()
+        sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
+        d = c.receive(sub)
+        if d is None:
+            break
+        seen.append(d)
+        c.crash()
+    return seen
+
+
+@requirement("STOMP-REDELIVERED-HEADER", "JMS-3.4.7-REDELIVERED-FALSE-FIRST")
+def test_redelivered_flag(harness: Harness) -> None:
+    harness.require(Capability.REDELIVERED_FLAG, Capability.ABRUPT_DISCONNECT, Capability.ACK_CLIENT_INDIVIDUAL)
+    q = harness.queue()
+    p = harness.client("producer")
+    harness.send_seq(p, q, [0], persistent=True)
+    seen = _redeliver_by_crash(harness, q, 2)
+    checks = Checks()
+    checks.check(len(seen) == 2, "STOMP-REDELIVERED-HEADER", f"message delivered {len(seen)} times, expected 2")
+    if seen:
+        checks.check(not seen[0].redelivered, "JMS-3.4.7-REDELIVERED-FALSE-FIRST",
+                     "first delivery carries redelivered:true")
+    if len(seen) == 2:
+        checks.check(seen[1].redelivered is True, "STOMP-REDELIVERED-HEADER",
+                     f"redelivery after a lost connection has redelivered={seen[1].redelivered}")
+    checks.done()
+
+
+@requirement("STOMP-DELIVERY-COUNT-HEADER", "JMS-3.5.11-DELIVERY-COUNT-FIRST-ONE",
+             "JMS-3.5.11-DELIVERY-COUNT-INCREMENTS")
+def test_delivery_count_grows(harness: Harness) -> None:
+    harness.require(Capability.DELIVERY_COUNT, Capability.ABRUPT_DISCONNECT, Capability.ACK_CLIENT_INDIVIDUAL)
+    q = harness.queue()
+    p = harness.client("producer")
+    harness.send_seq(p, q, [0], persistent=True)
+    seen = _redeliver_by_crash(harness, q, 3)
+    counts = [d.delivery_count for d in seen]
+    checks = Checks()
+    checks.check(len(seen) == 3, "STOMP-DELIVERY-COUNT-HEADER", f"delivered {len(seen)} times, expected 3")
+    checks.check(bool(counts) and counts[0] == 1, "JMS-3.5.11-DELIVERY-COUNT-FIRST-ONE",
+                 f"first delivery count is {counts[:1]}")
+    ok = all(a is not None and b is not None and b > a for a, b in itertools.pairwise(counts))
+    checks.check(ok, "JMS-3.5.11-DELIVERY-COUNT-INCREMENTS", f"counts over redeliveries: {counts}")
+    checks.check(ok and None not in counts, "STOMP-DELIVERY-COUNT-HEADER", f"counts over redeliveries: {counts}")
+    checks.done()
+
+
+@requirement("AMQ-REDELIVERY-MAX", "AMQ-REDELIVERY-POISON-TO-DLQ")
+def test_dead_letter_after_redelivery_limit(harness: Harness) -> None:
+    harness.require(Capability.NACK, Capability.DEAD_LETTER, Capability.ACK_CLIENT_INDIVIDUAL)
+    limit, dlq_pattern = harness.settings.max_redeliveries, harness.settings.dead_letter_queue
+    if limit is None or not dlq_pattern:
+        pytest.skip("the profile names no redelivery limit or dead-letter queue")
+    q = harness.queue()
+    dlq = dlq_pattern.replace("{destination}", q.rsplit("/", 1)[-1])
+    c = harness.client()
+    watcher = harness.client("dlq")
+    dsub = watcher.subscribe(dlq, ack=AckMode.CLIENT_INDIVIDUAL)
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
+    harness.send_seq(c, q, [0], persistent=True)
+    deliveries = 0
+    checks = Checks()
+    for _ in range(limit + 1):
+        d = c.receive(sub)
+        if d is None:
+            break
+        deliveries += 1
+        c.nack(d)
+    checks.check(deliveries == limit + 1, "AMQ-REDELIVERY-MAX",
+                 f"expected {limit + 1} deliveries (1 + {limit} redeliveries) before dead-lettering, got {deliveries}")
+    # it must now be on the dead-letter queue, and no longer on the queue
+    dead = None
+    while True:
+        got = watcher.receive(dsub)
+        if got is None:
+            break
+        watcher.ack(got)
+        if got.headers.get("original-destination", q) == q and got.seq == 0 and got.producer == "p1":
+            dead = got
+            break
+    checks.check(dead is not None, "AMQ-REDELIVERY-POISON-TO-DLQ",
+                 f"message not found on the dead-letter queue {dlq} after {deliveries} deliveries")
+    extra = seqs(harness.barrier(c, q, c, sub, ack_each=True))
+    checks.check(not extra, "AMQ-REDELIVERY-MAX", f"redelivered beyond the limit: {extra}")
+    checks.done()

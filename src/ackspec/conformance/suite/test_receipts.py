@@ -1,0 +1,102 @@
+"""Receipts: one per asking frame, in order, the DISCONNECT receipt last, durable where persistent.
+
+These tests speak raw STOMP so a missing, late or out-of-order RECEIPT is seen
+as such, not hidden by a client library.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ackspec.adapters.base import AckMode, Capability
+from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.rawstomp import RawStomp, frame
+from ackspec.conformance.verdicts import Checks, check
+
+requirement = pytest.mark.requirement
+
+
+def _receipts(raw: RawStomp, n: int, timeout: float) -> list[str]:
+    got: list[str] = []
+    while len(got) < n:
+        f = raw.read_frame(timeout)
+        if f is None:
+            break
+        if f.command == "RECEIPT":
+            got.append(f.headers.get("receipt-id", ""))
+    return got
+
+
+@requirement("STOMP-RECEIPT-AFTER-PROCESSING")
+def test_every_receipt_is_answered(harness: Harness) -> None:
+    harness.require(Capability.RECEIPTS)
+    q = harness.queue()
+    raw = harness.raw_connected()
+    ids = []
+    for i in range(3):
+        ids.append(f"r-send-{i}")
+        raw.send(frame("SEND", {"destination": q, "receipt": ids[-1]}, f"m{i}".encode()))
+    ids.append("r-sub")
+    raw.send(frame("SUBSCRIBE", {"destination": q, "id": "s1", "ack": "client-individual", "receipt": "r-sub"}))
+    ids.append("r-unsub")
+    raw.send(frame("UNSUBSCRIBE", {"id": "s1", "receipt": "r-unsub"}))
+    got = _receipts(raw, len(ids), harness.timeout)
+    check(set(got) >= set(ids), "STOMP-RECEIPT-AFTER-PROCESSING",
+          f"receipts missing for {sorted(set(ids) - set(got))} (connection {'closed' if raw.eof else 'open'})")
+
+
+@requirement("STOMP-RECEIPT-ORDER")
+def test_receipts_come_in_frame_order(harness: Harness) -> None:
+    harness.require(Capability.RECEIPTS, Capability.PERSISTENCE)
+    q = harness.queue()
+    raw = harness.raw_connected()
+    ids = [f"r-{i}" for i in range(20)]
+    for i, rid in enumerate(ids):
+        headers = {"destination": q, "receipt": rid}
+        if i % 2 == 0:
+            headers[harness.settings.persistent_header] = "true"
+        raw.send(frame("SEND", headers, f"m{i}".encode()))
+    got = _receipts(raw, len(ids), harness.timeout)
+    check(got == ids, "STOMP-RECEIPT-ORDER", f"receipts in order {got[:8]}... for frames {ids[:8]}...")
+
+
+@requirement("STOMP-DISCONNECT-RECEIPT-LAST", "STOMP-RECEIPT-CUMULATIVE")
+def test_disconnect_receipt_comes_last(harness: Harness) -> None:
+    harness.require(Capability.RECEIPTS, Capability.PERSISTENCE)
+    q = harness.queue()
+    raw = harness.raw_connected()
+    ids = [f"r-{i}" for i in range(30)]
+    for i, rid in enumerate(ids):
+        raw.send(frame("SEND", {"destination": q, "receipt": rid, harness.settings.persistent_header: "true"},
+                       f"m{i}".encode()))
+    raw.send(frame("DISCONNECT", {"receipt": "r-disconnect"}))
+    got = _receipts(raw, len(ids) + 1, harness.timeout)
+    checks = Checks()
+    before = got[: got.index("r-disconnect")] if "r-disconnect" in got else got
+    checks.check("r-disconnect" in got and set(before) == set(ids), "STOMP-DISCONNECT-RECEIPT-LAST",
+                 f"{len(set(ids) - set(before))} SEND receipts missing before the DISCONNECT receipt")
+    checks.check(set(ids) <= set(got), "STOMP-RECEIPT-CUMULATIVE",
+                 f"{len(set(ids) - set(got))} SEND receipts were never sent")
+    checks.done()
+
+
+@requirement("STOMP-RECEIPT-PERSISTENT-DURABLE", "JMS-7.7-PERSISTENT-ONCE-AND-ONLY-ONCE")
+def test_receipted_persistent_send_survives_restart(harness: Harness) -> None:
+    harness.require(Capability.RECEIPTS, Capability.PERSISTENCE, Capability.BROKER_RESTART)
+    q = harness.queue()
+    p = harness.client("producer")
+    harness.send_seq(p, q, range(5), persistent=True)
+    harness.restart_broker()
+    after = harness.client("after-restart")
+    sub = after.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    got = harness.receive_n(after, sub, 5)
+    for d in got:
+        after.ack(d)
+    got += harness.barrier(after, q, after, sub, ack_each=True)
+    found = seqs(got)
+    checks = Checks()
+    checks.check(set(found) >= set(range(5)), "STOMP-RECEIPT-PERSISTENT-DURABLE",
+                 f"receipted persistent messages lost in a restart: {sorted(set(range(5)) - set(found))}")
+    checks.check(sorted(found) == sorted(set(found)), "JMS-7.7-PERSISTENT-ONCE-AND-ONLY-ONCE",
+                 f"delivered more than once after the restart: {found}")
+    checks.done()

@@ -1,0 +1,132 @@
+"""Transactions: BEGIN / COMMIT / ABORT, and the implicit abort of a disconnect.
+
+Transactional SENDs are sent without their own receipt (brokers may hold those
+back until COMMIT, STOMP-TX-SEND-RECEIPT-IMMEDIATE is UNDEF); the COMMIT or
+ABORT receipt confirms them. Invisibility before COMMIT is checked with a
+barrier: a non-transactional sentinel sent after them must arrive alone.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ackspec.adapters.base import AckMode, Capability
+from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.rawstomp import frame
+from ackspec.conformance.verdicts import Checks, check
+
+requirement = pytest.mark.requirement
+
+
+@requirement("STOMP-TX-SEND-INVISIBLE", "STOMP-TX-COMMIT-ATOMIC")
+def test_tx_sends_invisible_until_commit(harness: Harness) -> None:
+    harness.require(Capability.TRANSACTIONS, Capability.QUEUES)
+    q = harness.queue()
+    consumer = harness.client("consumer")
+    sub = consumer.subscribe(q, ack=AckMode.AUTO)
+    producer = harness.client("producer")
+    tx = producer.begin("tx1")
+    harness.send_seq(producer, q, range(3), transaction=tx, confirm=False)
+    early = seqs(harness.barrier(producer, q, consumer, sub))
+    checks = Checks()
+    checks.check(not early, "STOMP-TX-SEND-INVISIBLE", f"transactional SENDs delivered before COMMIT: {early}")
+    producer.commit(tx)
+    got = seqs(harness.receive_n(consumer, sub, 3 - len(early)))
+    checks.check(sorted(early + got) == [0, 1, 2] and got == sorted(got), "STOMP-TX-COMMIT-ATOMIC",
+                 f"after COMMIT expected seqs [0, 1, 2] in order, got {early + got}")
+    checks.done()
+
+
+@requirement("STOMP-TX-ABORT-DISCARDS-SENDS")
+def test_tx_abort_discards_sends(harness: Harness) -> None:
+    harness.require(Capability.TRANSACTIONS, Capability.QUEUES)
+    q = harness.queue()
+    consumer = harness.client("consumer")
+    sub = consumer.subscribe(q, ack=AckMode.AUTO)
+    producer = harness.client("producer")
+    tx = producer.begin("tx1")
+    harness.send_seq(producer, q, range(3), transaction=tx, confirm=False)
+    producer.abort(tx)
+    leaked = seqs(harness.barrier(producer, q, consumer, sub))
+    check(not leaked, "STOMP-TX-ABORT-DISCARDS-SENDS", f"SENDs of an aborted transaction were delivered: {leaked}")
+
+
+@requirement("STOMP-TX-DISCONNECT-ABORTS")
+def test_tx_disconnect_aborts_sends(harness: Harness) -> None:
+    harness.require(Capability.TRANSACTIONS, Capability.ABRUPT_DISCONNECT)
+    q = harness.queue()
+    consumer = harness.client("consumer")
+    sub = consumer.subscribe(q, ack=AckMode.AUTO)
+    producer = harness.client("producer")
+    tx = producer.begin("tx1")
+    harness.send_seq(producer, q, range(2), transaction=tx, confirm=False)
+    producer.disconnect()
+    leaked = seqs(harness.barrier(consumer, q, consumer, sub))
+    check(not leaked, "STOMP-TX-DISCONNECT-ABORTS", f"SENDs of a transaction left open at DISCONNECT: {leaked}")
+
+
+@requirement("STOMP-ACK-IN-TRANSACTION", "STOMP-TX-COMMIT-ATOMIC")
+def test_tx_acks_take_effect_at_commit(harness: Harness) -> None:
+    harness.require(Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.ACK_CLIENT_INDIVIDUAL)
+    q = harness.queue()
+    c1 = harness.client()
+    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c1, q, range(2))
+    got = harness.expect_n(c1, sub, 2, "STOMP-ACK-IN-TRANSACTION")
+    tx = c1.begin("tx1")
+    for d in got:
+        c1.ack(d, transaction=tx)
+    c1.commit(tx)
+    c1.disconnect()
+    back = seqs(harness.drain(q))
+    check(not back, "STOMP-TX-COMMIT-ATOMIC", f"messages ACKed in a committed transaction came back: {back}")
+
+
+@requirement("STOMP-TX-ABORT-ACKS-UNDONE", "STOMP-ACK-IN-TRANSACTION")
+def test_tx_abort_undoes_acks(harness: Harness) -> None:
+    harness.require(Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.ACK_CLIENT_INDIVIDUAL)
+    q = harness.queue()
+    c1 = harness.client()
+    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c1, q, range(2))
+    got = harness.expect_n(c1, sub, 2, "STOMP-TX-ABORT-ACKS-UNDONE")
+    tx = c1.begin("tx1")
+    for d in got:
+        c1.ack(d, transaction=tx)
+    c1.abort(tx)
+    # whether they come back on the live subscription is left open; after it ends they must
+    live = seqs(harness.barrier(c1, q, c1, sub))
+    c1.disconnect()
+    back = seqs(harness.drain(q))
+    check(sorted(set(live + back)) == [0, 1], "STOMP-TX-ABORT-ACKS-UNDONE",
+          f"ACKs of an aborted transaction were not undone: came back {live + back}, expected [0, 1]")
+
+
+@requirement("STOMP-TX-DISCONNECT-ABORTS", "STOMP-ACK-IN-TRANSACTION")
+def test_tx_crash_undoes_acks(harness: Harness) -> None:
+    harness.require(Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.ABRUPT_DISCONNECT,
+                    Capability.ACK_CLIENT_INDIVIDUAL)
+    q = harness.queue()
+    c1 = harness.client()
+    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c1, q, range(2), persistent=True)
+    got = harness.expect_n(c1, sub, 2, "STOMP-TX-DISCONNECT-ABORTS")
+    tx = c1.begin("tx1")
+    for d in got:
+        c1.ack(d, transaction=tx)
+    c1.crash()
+    c2 = harness.client()
+    sub2 = c2.subscribe(q, ack=AckMode.AUTO)
+    back = seqs(harness.receive_n(c2, sub2, 2))
+    check(sorted(back) == [0, 1], "STOMP-TX-DISCONNECT-ABORTS",
+          f"ACKs of a transaction open when the connection died took effect: only {back} came back")
+
+
+@requirement("STOMP-TX-UNKNOWN-ERROR")
+def test_tx_unknown_transaction_is_an_error(harness: Harness) -> None:
+    harness.require(Capability.TRANSACTIONS)
+    raw = harness.raw_connected()
+    raw.send(frame("COMMIT", {"transaction": "ackspec-no-such-tx", "receipt": "r-commit"}))
+    reply = raw.read_frame()
+    check(reply is not None and reply.command == "ERROR", "STOMP-TX-UNKNOWN-ERROR",
+          f"COMMIT of an unknown transaction got {reply.command if reply else 'nothing'}, expected ERROR")
