@@ -14,7 +14,7 @@ from ackspec.reference.stomp.frames import Frame
 from ackspec.reference.stomp.session import SessionConfig
 
 from ._req import requirement
-from .stomp_harness import Broker
+from .stomp_harness import Broker, Client
 
 
 def cmds(frames: list[Frame]) -> list[str]:
@@ -428,10 +428,7 @@ client_frames = st.builds(
 )
 
 
-def _check_invariants(c: object, outputs: list[Frame]) -> None:
-    from .stomp_harness import Client
-
-    assert isinstance(c, Client)
+def _check_invariants(c: Client, outputs: list[Frame]) -> None:
     errors = [i for i, f in enumerate(outputs) if f.command == "ERROR"]
     if errors:
         assert errors[0] == len(outputs) - 1, "nothing after an ERROR"

@@ -1,0 +1,99 @@
+"""Journal: record round trip, replay, torn and corrupt tails dropped with a log line."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ackspec.reference.broker import Committed, DeadLettered, Message, Removed, Stored
+from ackspec.reference.broker.records import Record
+from ackspec.reference.journal import Journal, JournalCorruption, decode_record, encode_record
+
+from ._req import requirement
+
+texts = st.text(max_size=10)
+messages = st.builds(Message, texts, texts, st.binary(max_size=30), st.lists(st.tuples(texts, texts), max_size=3)
+                     .map(tuple), st.booleans(), texts, st.integers(0, 2**63))
+records = st.one_of(
+    st.builds(Stored, messages),
+    st.builds(Removed, texts),
+    st.builds(DeadLettered, texts, texts, texts),
+    st.builds(Committed, st.lists(messages, max_size=3).map(tuple), st.lists(texts, max_size=3).map(tuple)),
+)
+
+
+@given(records)
+def test_record_round_trip(record: Record) -> None:
+    assert decode_record(encode_record(record)) == record
+
+
+def _msg(i: int) -> Message:
+    return Message(f"m{i}", "/queue/a", b"body%d" % i, (("k", "v"),), True, "p", i)
+
+
+def test_append_replay(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    assert j.replay()[0] == []
+    j.open()
+    recs: list[Record] = [Stored(_msg(1)), Stored(_msg(2)), Removed("m1")]
+    j.append(recs)
+    j.sync()
+    j.close()
+    got, report = Journal(tmp_path).replay()
+    assert got == recs and report.dropped_bytes == 0
+
+
+@requirement("ARTEMIS-JOURNAL-SYNC-NON-TRANSACTIONAL")
+@pytest.mark.parametrize("cut", [1, 3, 7, 12])
+def test_torn_last_record_dropped(tmp_path: Path, cut: int, caplog: pytest.LogCaptureFixture) -> None:
+    j = Journal(tmp_path)
+    j.replay()
+    j.open()
+    j.append([Stored(_msg(1)), Stored(_msg(2))])
+    j.close()
+    data = j.path.read_bytes()
+    j.path.write_bytes(data[:-cut])
+    with caplog.at_level(logging.WARNING, logger="ackspec.reference.journal"):
+        got, report = Journal(tmp_path).replay()
+    assert got == [Stored(_msg(1))]
+    assert report.dropped_bytes > 0 and "dropped" in caplog.text
+    j2 = Journal(tmp_path)  # the file was truncated: appending continues cleanly
+    assert j2.replay()[0] == [Stored(_msg(1))]
+    j2.open()
+    j2.append([Stored(_msg(3))])
+    j2.close()
+    assert Journal(tmp_path).replay()[0] == [Stored(_msg(1)), Stored(_msg(3))]
+
+
+def test_corrupt_crc_detected(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    j.replay()
+    j.open()
+    j.append([Stored(_msg(1)), Stored(_msg(2))])
+    j.close()
+    data = bytearray(j.path.read_bytes())
+    data[-3] ^= 0xFF
+    j.path.write_bytes(bytes(data))
+    got, report = Journal(tmp_path).replay()
+    assert got == [Stored(_msg(1))] and report.reason == "CRC mismatch"
+
+
+def test_not_a_journal(tmp_path: Path) -> None:
+    (tmp_path / "journal.dat").write_bytes(b"garbage-garbage")
+    with pytest.raises(JournalCorruption):
+        Journal(tmp_path).replay()
+
+
+def test_rewrite_compacts(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    j.replay()
+    j.open()
+    j.append([Stored(_msg(i)) for i in range(10)] + [Removed(f"m{i}") for i in range(9)])
+    j.rewrite([Stored(_msg(9))])
+    j.append([Removed("m9")])
+    j.close()
+    assert Journal(tmp_path).replay()[0] == [Stored(_msg(9)), Removed("m9")]

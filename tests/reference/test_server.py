@@ -1,0 +1,168 @@
+"""The asyncio server and EmbeddedBroker over real sockets: stomp.py interop, restart durability,
+control API, connection limits. Waits are on receipts/messages with timeouts, never fixed sleeps."""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+import stomp
+
+from ackspec.reference.server import EmbeddedBroker
+from ackspec.reference.stomp.codec import FrameParser, encode
+from ackspec.reference.stomp.frames import Frame
+
+from ._req import requirement
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(control=True) as b:
+        yield b
+
+
+class Raw:
+    """A raw-socket STOMP client (no library between us and the broker)."""
+
+    def __init__(self, b: EmbeddedBroker) -> None:
+        self.sock = socket.create_connection(b.stomp_address, timeout=5)
+        self.parser = FrameParser()
+        self.pending: list[Frame] = []
+
+    def send(self, command: str, body: bytes = b"", **headers: str) -> None:
+        self.sock.sendall(encode(Frame(command, tuple((k.replace("_", "-"), v) for k, v in headers.items()), body)))
+
+    def recv(self, timeout: float = 5.0) -> Frame:
+        deadline = time.monotonic() + timeout
+        while not self.pending:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError("connection closed")
+            self.pending += [f for f in self.parser.feed(data) if isinstance(f, Frame)]
+        return self.pending.pop(0)
+
+    def connect(self) -> Raw:
+        self.send("CONNECT", **{"accept-version": "1.2", "host": "/"})
+        assert self.recv().command == "CONNECTED"
+        return self
+
+    def closed_by_peer(self, timeout: float = 5.0) -> bool:
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    return True
+        except (ConnectionResetError, socket.timeout):
+            return False
+
+
+def test_raw_roundtrip_and_error_isolated(broker: EmbeddedBroker) -> None:
+    c = Raw(broker).connect()
+    c.send("SUBSCRIBE", destination="/queue/srv1", id="1", ack="client-individual")
+    bad = Raw(broker).connect()
+    bad.sock.sendall(b"BOGUS\n\n\x00")
+    err = bad.recv()
+    assert err.command == "ERROR" and "unknown command" in (err.get("message") or "")
+    assert bad.closed_by_peer()
+    p = Raw(broker).connect()
+    p.send("SEND", b"hi", destination="/queue/srv1", receipt="r")
+    assert p.recv().get("receipt-id") == "r"
+    m = c.recv()
+    assert m.body == b"hi"
+    c.send("ACK", id=m.get("ack") or "", receipt="a")
+    assert c.recv().get("receipt-id") == "a"
+
+
+@requirement("STOMP-RECEIPT-PERSISTENT-DURABLE", "JMS-9.1-QUEUE-PERSISTENT-RELIABLE")
+def test_restart_keeps_persistent_unacked_only() -> None:
+    with EmbeddedBroker() as b:
+        p = Raw(b).connect()
+        for i in range(5):
+            p.send("SEND", b"%d" % i, destination="/queue/dur", persistent="true")
+        p.send("SEND", b"np", destination="/queue/dur")
+        p.send("DISCONNECT", receipt="bye")
+        assert p.recv().get("receipt-id") == "bye"
+        c = Raw(b).connect()
+        c.send("SUBSCRIBE", destination="/queue/dur", id="1", ack="client-individual")
+        first = c.recv()
+        c.send("ACK", id=first.get("ack") or "", receipt="a")
+        while c.recv().command != "RECEIPT":
+            pass
+        b.restart()
+        c2 = Raw(b).connect()
+        c2.send("SUBSCRIBE", destination="/queue/dur", id="1")
+        got = [c2.recv() for _ in range(4)]
+        assert [f.body for f in got] == [b"1", b"2", b"3", b"4"]
+        assert all(f.get("redelivered") == "true" for f in got)
+        c2.send("SEND", b"marker", destination="/queue/dur")
+        assert c2.recv().body == b"marker"  # barrier: nothing else (no acked "0", no non-persistent "np")
+
+
+def test_stomp_py_interop(broker: EmbeddedBroker) -> None:
+    got: queue.Queue[stomp.utils.Frame] = queue.Queue()
+    conn = stomp.Connection12([broker.stomp_address], vhost="/")
+
+    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_message(self, frame: stomp.utils.Frame) -> None:
+            got.put(frame)
+
+    conn.set_listener("", Listener())
+    conn.connect(wait=True)
+    conn.subscribe("/queue/pyinterop", id="1", ack="client-individual")
+    for i in range(20):
+        conn.send("/queue/pyinterop", body=f"m{i}", headers={"persistent": "true", "x-custom": "a:b"})
+    bodies = []
+    for _ in range(20):
+        f = got.get(timeout=5)
+        assert f.headers["x-custom"] == "a:b"
+        bodies.append(f.body)
+        conn.ack(f.headers["ack"])
+    assert bodies == [f"m{i}" for i in range(20)]
+    conn.disconnect(receipt="bye")
+
+
+def test_control_api(broker: EmbeddedBroker) -> None:
+    base = broker.control_url
+    assert base is not None
+
+    def call(method: str, path: str, body: object = None) -> object:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    rid = call("POST", "/faults/rules", {"destination": "/queue/ctl", "reject_send": "refused by test"})
+    assert isinstance(rid, dict)
+    p = Raw(broker).connect()
+    p.send("SEND", b"x", destination="/queue/ctl", receipt="r")
+    err = p.recv()
+    assert err.command == "ERROR" and err.get("message") == "refused by test" and err.get("receipt-id") == "r"
+    call("DELETE", f"/faults/rules/{rid['id']}")
+    call("POST", "/faults/mutants", {"name": "mangle-body", "destination": "/queue/ctl2"})
+    snapshot = call("GET", "/faults")
+    assert isinstance(snapshot, dict) and snapshot["mutants"][0]["name"] == "mangle-body"
+    call("DELETE", "/faults")
+    assert call("GET", "/faults") == {"rules": [], "mutants": []}
+    trace = call("GET", "/trace")
+    assert isinstance(trace, dict) and trace.get("STOMP-ERROR-CLOSES", 0) >= 1
+
+
+def test_connection_limit() -> None:
+    from ackspec.reference.server import BrokerServer
+
+    with EmbeddedBroker(persistent=False) as b:
+        assert isinstance(b.server, BrokerServer)
+        b.server.max_connections = 1
+        first = Raw(b).connect()
+        second = Raw(b)
+        f = second.recv()
+        assert f.command == "ERROR" and "too many connections" in (f.get("message") or "")
+        first.send("DISCONNECT")
