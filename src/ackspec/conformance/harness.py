@@ -41,7 +41,9 @@ class Harness:
         self.adapter = adapter
         self.recorder = recorder
         self.timeout = timeout
-        self.settings = settings
+        # the driver's settings carry the real endpoint (the embedded broker's ephemeral port)
+        driver_settings = getattr(adapter, "settings", None)
+        self.settings = driver_settings if isinstance(driver_settings, TargetSettings) else settings
         self.broker = broker
         self._prefix = f"ackspec.{run_tag}.{test_index}"
         self._names = itertools.count(1)

@@ -1,0 +1,198 @@
+"""Frames: header round trip and escaping, binary bodies, ERROR semantics, heart-beats.
+
+ERROR tests use raw sockets: a malformed frame must get an ERROR frame and then a
+closed connection, never a crash, and other connections must not notice.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ackspec.adapters.base import AckMode, Capability
+from ackspec.conformance.config import hypothesis_settings
+from ackspec.conformance.harness import Harness
+from ackspec.conformance.rawstomp import RawStomp, frame
+from ackspec.conformance.verdicts import Checks, RequirementViolation, check
+
+requirement = pytest.mark.requirement
+
+TRICKY_VALUES = ["a:b", "line1\nline2", "back\\slash", "cr\rhere", "trailing:", "ünïcødé ✓", " padded "]
+
+
+@requirement("STOMP-SEND-HEADERS-PASSED", "STOMP-HEADER-ESCAPING")
+def test_custom_headers_round_trip(harness: Harness) -> None:
+    harness.require(Capability.CUSTOM_HEADERS)
+    q = harness.queue()
+    c = harness.client()
+    sub = c.subscribe(q)
+    plain = {"x-plain": "value", "x-number": "42", "x-empty-ish": "-"}
+    tricky = {f"x-tricky-{i}": v for i, v in enumerate(TRICKY_VALUES)}
+    c.send(q, b"h", seq=0, producer="p1", headers={**plain, **tricky})
+    d = harness.expect_n(c, sub, 1, "STOMP-SEND-HEADERS-PASSED")[0]
+    checks = Checks()
+    for k, v in plain.items():
+        checks.check(d.headers.get(k) == v, "STOMP-SEND-HEADERS-PASSED", f"{k}: sent {v!r}, got {d.headers.get(k)!r}")
+    for k, v in tricky.items():
+        checks.check(d.headers.get(k) == v, "STOMP-HEADER-ESCAPING", f"{k}: sent {v!r}, got {d.headers.get(k)!r}")
+    checks.done()
+
+
+@requirement("STOMP-SEND-BODY-INTACT", "STOMP-CONTENT-LENGTH")
+def test_binary_bodies_intact(harness: Harness) -> None:
+    harness.require(Capability.BINARY_BODY)
+    q = harness.queue()
+    c = harness.client()
+    sub = c.subscribe(q)
+    bodies = [b"\x00", b"a\x00b\x00", bytes(range(256)), b"\x00" * 1000, bytes(range(256)) * 400]
+    for i, body in enumerate(bodies):
+        c.send(q, body, seq=i, producer="p1")
+    got = harness.expect_n(c, sub, len(bodies), "STOMP-SEND-BODY-INTACT")
+    for d in got:
+        sent = bodies[d.seq] if d.seq is not None and 0 <= d.seq < len(bodies) else None
+        check(d.body == sent, "STOMP-SEND-BODY-INTACT",
+              f"seq {d.seq}: body of {len(d.body)} bytes differs from the {len(sent or b'')} bytes sent")
+
+
+@requirement("STOMP-SEND-HEADERS-PASSED", "STOMP-SEND-BODY-INTACT")
+def test_round_trip_property(harness: Harness) -> None:
+    """Random header values and bodies survive the round trip (hypothesis; shrinks to the minimal case)."""
+    harness.require(Capability.CUSTOM_HEADERS, Capability.BINARY_BODY)
+    q = harness.queue()
+    c = harness.client()
+    sub = c.subscribe(q)
+    counter = iter(range(1_000_000))
+    values = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+
+    @hypothesis_settings(examples=25)
+    @given(headers=st.dictionaries(st.from_regex(r"x-[a-z]{1,8}", fullmatch=True), values, max_size=4),
+           body=st.binary(max_size=2000))
+    def round_trip(headers: dict[str, str], body: bytes) -> None:
+        seq = next(counter)
+        c.send(q, body, seq=seq, producer="p1", headers=headers)
+        d = c.receive(sub)
+        if d is None:
+            raise RequirementViolation("STOMP-SEND-BODY-INTACT", f"message seq {seq} never arrived")
+        check(d.body == body, "STOMP-SEND-BODY-INTACT", f"body {body[:30]!r} arrived as {d.body[:30]!r}")
+        for k, v in headers.items():
+            check(d.headers.get(k) == v, "STOMP-SEND-HEADERS-PASSED", f"{k}={v!r} came as {d.headers.get(k)!r}")
+
+    round_trip()
+
+
+@requirement("STOMP-HEADER-REPEATED-FIRST-WINS")
+def test_repeated_header_first_wins(harness: Harness) -> None:
+    q = harness.queue()
+    c = harness.client()
+    sub = c.subscribe(q)
+    raw = harness.raw_connected()
+    raw.send(b"SEND\ndestination:" + q.encode() + b"\nx-dup:first\nx-dup:second\nreceipt:r1\n\nbody\x00")
+    raw.read_until("RECEIPT")
+    d = harness.expect_n(c, sub, 1, "STOMP-HEADER-REPEATED-FIRST-WINS")[0]
+    check(d.headers.get("x-dup") == "first", "STOMP-HEADER-REPEATED-FIRST-WINS",
+          f"repeated header x-dup arrived as {d.headers.get('x-dup')!r}, expected 'first'")
+
+
+def _error_then_close(raw: RawStomp, checks: Checks, timeout: float, *, receipt: str | None = None) -> None:
+    err = raw.read_until("ERROR", timeout)
+    checks.check(err is not None, "STOMP-ERROR-CLOSES", "bad frame got no ERROR frame")
+    if err is not None:
+        checks.check(bool(err.headers.get("message") or err.body.strip()), "STOMP-ERROR-MESSAGE-HEADER",
+                     "ERROR frame explains nothing (no message header, empty body)")
+        if receipt is not None:
+            checks.check(err.headers.get("receipt-id") == receipt, "STOMP-ERROR-RECEIPT-ID",
+                         f"ERROR for a frame with receipt {receipt} has receipt-id {err.headers.get('receipt-id')!r}")
+        checks.check(raw.wait_closed(timeout), "STOMP-ERROR-CLOSES", "connection still open after the ERROR frame")
+
+
+@requirement("STOMP-ERROR-CLOSES", "STOMP-ERROR-MESSAGE-HEADER", "STOMP-ERROR-ISOLATED")
+def test_malformed_frame_gets_error_and_close(harness: Harness) -> None:
+    q = harness.queue()
+    bystander = harness.client("bystander")
+    sub = bystander.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(bystander, q, [0])
+    raw = harness.raw_connected()
+    raw.send(b"FOO\nbar:baz\n\n\x00")
+    checks = Checks()
+    _error_then_close(raw, checks, harness.timeout)
+    # the other connection goes on as if nothing happened
+    harness.send_seq(bystander, q, [1])
+    got = harness.receive_n(bystander, sub, 2)
+    checks.check([d.seq for d in got] == [0, 1], "STOMP-ERROR-ISOLATED",
+                 f"another connection's ERROR disturbed this one: got {[d.seq for d in got]}")
+    checks.done()
+
+
+@requirement("STOMP-ERROR-RECEIPT-ID", "STOMP-SEND-DESTINATION-REQUIRED", "STOMP-ERROR-CLOSES")
+def test_send_without_destination(harness: Harness) -> None:
+    raw = harness.raw_connected()
+    raw.send(frame("SEND", {"receipt": "r-nodest"}, b"x"))
+    reply = raw.read_frame()
+    checks = Checks()
+    checks.check(reply is not None and reply.command == "ERROR", "STOMP-SEND-DESTINATION-REQUIRED",
+                 f"SEND without destination got {reply.command if reply else 'nothing'}")
+    if reply is not None and reply.command == "ERROR":
+        checks.check(reply.headers.get("receipt-id") == "r-nodest", "STOMP-ERROR-RECEIPT-ID",
+                     f"ERROR has receipt-id {reply.headers.get('receipt-id')!r}, expected 'r-nodest'")
+        checks.check(raw.wait_closed(harness.timeout), "STOMP-ERROR-CLOSES", "connection open after ERROR")
+    checks.done()
+
+
+@requirement("STOMP-HEADER-UNDEFINED-ESCAPE", "STOMP-ERROR-CLOSES")
+def test_undefined_escape_is_fatal(harness: Harness) -> None:
+    q = harness.queue()
+    raw = harness.raw_connected()
+    raw.send(b"SEND\ndestination:" + q.encode() + b"\nx-bad:tab\\there\nreceipt:r-esc\n\nx\x00")
+    reply = raw.read_frame()
+    checks = Checks()
+    checks.check(reply is not None and reply.command == "ERROR", "STOMP-HEADER-UNDEFINED-ESCAPE",
+                 f"undefined escape \\t got {reply.command if reply else 'no reply'} instead of ERROR")
+    if reply is not None and reply.command == "ERROR":
+        checks.check(raw.wait_closed(harness.timeout), "STOMP-ERROR-CLOSES", "connection open after ERROR")
+    checks.done()
+
+
+@requirement("STOMP-SUBSCRIBE-ID-UNIQUE")
+def test_duplicate_subscription_id(harness: Harness) -> None:
+    q = harness.queue()
+    raw = harness.raw_connected()
+    raw.send(frame("SUBSCRIBE", {"destination": q, "id": "dup", "receipt": "r1"}))
+    first = raw.read_frame()
+    raw.send(frame("SUBSCRIBE", {"destination": q, "id": "dup", "receipt": "r2"}))
+    second = raw.read_until("ERROR")
+    check(first is not None and first.command == "RECEIPT" and second is not None, "STOMP-SUBSCRIBE-ID-UNIQUE",
+          "a second SUBSCRIBE reusing an active id was not refused with ERROR")
+
+
+@requirement("STOMP-UNSUBSCRIBE-UNKNOWN-ID")
+def test_unsubscribe_unknown_id(harness: Harness) -> None:
+    raw = harness.raw_connected()
+    raw.send(frame("UNSUBSCRIBE", {"id": "ackspec-never-subscribed", "receipt": "r1"}))
+    reply = raw.read_frame()
+    check(reply is not None and reply.command == "ERROR", "STOMP-UNSUBSCRIBE-UNKNOWN-ID",
+          f"UNSUBSCRIBE of an unknown id got {reply.command if reply else 'nothing'}")
+
+
+@requirement("STOMP-HEARTBEAT-NEGOTIATION")
+def test_heartbeats_negotiated_and_sent(harness: Harness) -> None:
+    harness.require(Capability.HEARTBEAT)
+    raw = harness.raw()
+    reply = raw.connect(harness.settings.login, harness.settings.passcode, harness.settings.vhost,
+                        heart_beat="0,300")
+    check(reply is not None and reply.command == "CONNECTED", "STOMP-HEARTBEAT-NEGOTIATION",
+          "CONNECT with heart-beat 0,300 was not answered with CONNECTED")
+    assert reply is not None
+    sx, _, sy = reply.headers.get("heart-beat", "0,0").partition(",")
+    try:
+        server_sends, server_wants = int(sx), int(sy or 0)
+    except ValueError as exc:
+        raise RequirementViolation("STOMP-HEARTBEAT-NEGOTIATION",
+                                   f"malformed heart-beat header {reply.headers.get('heart-beat')!r}") from exc
+    check(server_wants == 0 or server_wants > 0, "STOMP-HEARTBEAT-NEGOTIATION", "negative heart-beat")
+    if server_sends == 0:
+        return  # the server does not send heart-beats: allowed
+    interval = max(server_sends, 300) / 1000
+    got = raw.wait_heartbeats(1, timeout=interval * 2 + 1.0)
+    check(got >= 1, "STOMP-HEARTBEAT-NEGOTIATION",
+          f"server offered heart-beats every {server_sends} ms but sent none in {interval * 2 + 1.0:.1f}s")
