@@ -259,12 +259,13 @@ class _Listener:
 
     def __init__(self, cut: RefClientCUT, send: str, session: str, producer: str, action: str | None) -> None:
         self.cut, self.send, self.session, self.producer, self.action = cut, send, session, producer, action
+        self.sender_thread = threading.get_ident()  # constructed on the sending thread
 
     def on_completion(self, message: Message) -> None:
         concurrent = self.cut._enter(self.session)
         try:
             self.cut.events.append("completion", send=self.send, thread=threading.get_ident(),
-                                   session=self.session, concurrent=concurrent,
+                                   sender_thread=self.sender_thread, session=self.session, concurrent=concurrent,
                                    message_id=message.message_id)
             if self.action:
                 self.cut._callback_action(self.action, self.producer, self.session)
@@ -275,7 +276,7 @@ class _Listener:
         concurrent = self.cut._enter(self.session)
         try:
             self.cut.events.append("exception", send=self.send, thread=threading.get_ident(),
-                                   session=self.session, concurrent=concurrent,
+                                   sender_thread=self.sender_thread, session=self.session, concurrent=concurrent,
                                    error=f"{type(exception).__name__}: {exception}")
             if self.action:
                 self.cut._callback_action(self.action, self.producer, self.session)

@@ -11,7 +11,7 @@ client does asynchronously is reported as a :class:`CutEvent` in :attr:`ClientUn
 which tests wait on with a timeout (never sleep). Event kinds a driver emits:
 
 =================  ====================================================================
-``completion``     onCompletion ran: ``send``, ``thread``, ``session``, ``concurrent``
+``completion``     onCompletion ran: ``send``, ``thread``, ``sender_thread``, ``session``, ``concurrent``
                    (callbacks of that session running at that moment, including this one)
 ``exception``      onException ran: ``send``, ``thread``, ``error``
 ``callback-result``result of an action performed inside a callback: ``action``, ``outcome``

@@ -68,6 +68,11 @@ class ClientOptions:
     client_id: str | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.ack_event_mode, AckEventMode):
+            try:
+                object.__setattr__(self, "ack_event_mode", AckEventMode(str(self.ack_event_mode)))
+            except ValueError:
+                raise JMSError(f"ack_event_mode must be per-message or windowed, not {self.ack_event_mode!r}") from None
         if not 0 <= self.publish_window_size <= MAX_PUBLISH_WINDOW:
             raise JMSError(f"publish_window_size must be 0..{MAX_PUBLISH_WINDOW}, got {self.publish_window_size}")
         if self.prefetch < 0:
@@ -140,5 +145,9 @@ def parse_url(url: str, **overrides: Any) -> tuple[str, str, int, ClientOptions]
         if name not in known:
             raise JMSError(f"unknown connection option {key!r}")
         values[name] = _coerce(key, raw, known[name])
-    values.update(overrides)
+    for key, value in overrides.items():
+        name = _snake(key)
+        if name not in known:
+            raise JMSError(f"unknown connection option {key!r}")
+        values[name] = _coerce(key, value, known[name]) if isinstance(value, str) else value
     return parts.scheme, parts.hostname, parts.port, ClientOptions(**values)

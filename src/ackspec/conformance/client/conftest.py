@@ -1,0 +1,165 @@
+"""Fixtures of the client-side conformance tests.
+
+``env`` gives a test the fault-injecting reference broker (``env.broker.faults``), the
+confirmation-control proxy in front of it (``env.proxy``: receipt gates, frame counts),
+unique destinations, an observer connection straight to the broker, and background calls.
+``cut`` is the client under test, connected through the proxy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from ackspec.conformance.client.cut import ClientUnderTest, CutError, NotApplicable
+from ackspec.conformance.client.registry import factory
+from ackspec.reference.client import ConnectionFactory, Message
+from ackspec.reference.confirmations import ConfirmationProxy
+from ackspec.reference.server import EmbeddedBroker
+
+TIMEOUT = 5.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    with contextlib.suppress(ValueError):  # registered already by another conftest
+        parser.addoption("--ackspec-client", default=None, metavar="NAME",
+                         help="client under test for client-side conformance (default: reference)")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    try:
+        return (yield)
+    except NotApplicable as exc:
+        pytest.skip(f"not applicable: {exc}")
+
+
+class Background:
+    """Run a blocking call on a thread; check whether it returned without sleeping."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+
+        def run() -> None:
+            try:
+                self.result = fn()
+            except BaseException as exc:
+                self.error = exc
+            finally:
+                self._done.set()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float = TIMEOUT) -> Any:
+        if not self._done.wait(timeout):
+            raise AssertionError("the call did not return in time")
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class Env:
+    def __init__(self, broker: EmbeddedBroker, proxy: ConfirmationProxy) -> None:
+        self.broker = broker
+        self.proxy = proxy
+        self.url = proxy.stomp_url
+        self.tag = uuid.uuid4().hex[:8]
+        self._observer: Any = None
+
+    def queue(self, name: str = "q") -> str:
+        return f"/queue/cc.{self.tag}.{name}"
+
+    def topic(self, name: str = "t") -> str:
+        return f"/topic/cc.{self.tag}.{name}"
+
+    def background(self, fn: Callable[[], Any]) -> Background:
+        return Background(fn)
+
+    def drain(self, destination: str, count: int, timeout: float = TIMEOUT) -> list[Message]:
+        """Receive up to ``count`` messages on an observer connection straight to the broker."""
+        if self._observer is None:
+            conn = ConnectionFactory(self.broker.stomp_url).create_connection()
+            conn.start()
+            self._observer = conn
+        session = self._observer.create_session(False, 1)
+        consumer = session.create_consumer(destination)
+        out: list[Message] = []
+        try:
+            while len(out) < count:
+                message = consumer.receive(timeout)
+                if message is None:
+                    break
+                out.append(message)
+        finally:
+            session.close()
+        return out
+
+    def close(self) -> None:
+        if self._observer is not None:
+            self._observer.close()
+        self.broker.faults.clear()
+        self.proxy.clear()
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(persistent=False) as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def proxy(broker: EmbeddedBroker) -> Iterator[ConfirmationProxy]:
+    with ConfirmationProxy(broker.host, broker.port) as px:
+        yield px
+
+
+@pytest.fixture
+def env(broker: EmbeddedBroker, proxy: ConfirmationProxy) -> Iterator[Env]:
+    e = Env(broker, proxy)
+    yield e
+    e.close()
+
+
+def client_name(config: pytest.Config) -> str:
+    try:
+        name = config.getoption("--ackspec-client")
+    except ValueError:
+        name = None
+    return str(name or os.environ.get("ACKSPEC_CLIENT") or "reference")
+
+
+@pytest.fixture
+def make_cut(request: pytest.FixtureRequest, env: Env) -> Iterator[Callable[..., ClientUnderTest]]:
+    """Open a client under test (through the proxy) with options; closed after the test."""
+    build = factory(client_name(request.config))
+    opened: list[ClientUnderTest] = []
+
+    def make(**options: Any) -> ClientUnderTest:
+        cut = build()
+        opened.append(cut)
+        cut.open(env.url, options)
+        return cut
+
+    yield make
+    for cut in opened:
+        env.proxy.clear()  # release held receipts so close() can finish
+        with contextlib.suppress(CutError, NotApplicable):
+            cut.close()
+
+
+@pytest.fixture
+def cut(make_cut: Callable[..., ClientUnderTest]) -> ClientUnderTest:
+    return make_cut()

@@ -1,0 +1,60 @@
+"""Which clients can be put under test: built-ins plus the ``ackspec.clients`` entry points.
+
+A third-party client library plugs in by shipping a :class:`~.cut.ClientUnderTest`
+subclass and declaring it in its own ``pyproject.toml``::
+
+    [project.entry-points."ackspec.clients"]
+    mylib = "mylib_ackspec:MyLibCUT"
+
+Then ``pytest --pyargs ackspec.conformance.client --ackspec-client mylib`` runs the
+client-side conformance tests through it. ``shim:<command line>`` runs any program that
+speaks the JSON-lines shim protocol (docs/shim-protocol.md) instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shlex
+from collections.abc import Callable
+from importlib.metadata import entry_points
+
+from ackspec.conformance.client.cut import ClientUnderTest
+
+ENTRY_POINT_GROUP = "ackspec.clients"
+
+BUILTIN: dict[str, str] = {
+    "reference": "ackspec.adapters.refclient:RefClientCUT",
+    "stomp.py": "ackspec.conformance.client.drivers.stomp_py:StompPyCUT",
+    "proton": "ackspec.conformance.client.drivers.proton:ProtonCUT",
+}
+
+
+class UnknownClient(LookupError):
+    pass
+
+
+def _load(spec: str) -> Callable[[], ClientUnderTest]:
+    module, _, attr = spec.partition(":")
+    obj = getattr(importlib.import_module(module), attr)
+    return obj  # type: ignore[no-any-return]
+
+
+def available() -> list[str]:
+    names = set(BUILTIN)
+    names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
+    return sorted(names)
+
+
+def factory(name: str) -> Callable[[], ClientUnderTest]:
+    """A zero-argument constructor for the client called ``name``."""
+    if name.startswith("shim:"):
+        from ackspec.conformance.client.drivers.shim import ShimCUT  # noqa: PLC0415
+
+        argv = shlex.split(name[len("shim:"):])
+        return lambda: ShimCUT(argv)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return ep.load()  # type: ignore[no-any-return]
+    if name in BUILTIN:
+        return _load(BUILTIN[name])
+    raise UnknownClient(f"unknown client {name!r}; known: {', '.join(available())} or shim:<command>")

@@ -1,0 +1,255 @@
+"""Jakarta Messaging 3.1 sections 7.2 and 7.3 on the client side.
+
+Receipt gates of the confirmation proxy make every rule deterministic: a test holds the
+broker's confirmations, looks at what the client did meanwhile, then releases or
+rejects them in the order it wants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+
+from ackspec.conformance.client.conftest import TIMEOUT, Env
+from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError
+from ackspec.conformance.markers import requirement
+
+MakeCut = Callable[..., ClientUnderTest]
+
+
+def callbacks(cut: ClientUnderTest, count: int) -> list[tuple[str, str]]:
+    events = cut.events.wait_count(("completion", "exception"), count, TIMEOUT)
+    return [(e.kind, e["send"]) for e in events]
+
+
+@requirement("JMS-7.2-SYNC-SEND-CONFIRMED")
+def test_sync_send_returns_only_after_confirmation(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.SYNC_SEND_CONFIRMED)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    s = cut.session()
+    p = cut.producer(s)
+    call = env.background(lambda: cut.sync_send(p, q, b"one", persistent=True))
+    assert gate.wait_held(1, TIMEOUT), "the broker should have answered the SEND"
+    assert [m.body for m in env.drain(q, 1)] == [b"one"], "the broker has the message..."
+    assert not call.done, "...but the send returned before its confirmation"
+    gate.release()
+    call.wait()
+
+
+@requirement("JMS-7.3-ASYNC-COMPLETION", "JMS-7.3.1-COMPLETION-CONFIDENCE", "JMS-7.3.1-NO-EARLY-COMPLETION",
+             "JMS-7.3.3-PIPELINING")
+def test_completion_only_after_confirmation_and_sends_pipeline(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.ASYNC_SEND)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    s = cut.session()
+    p = cut.producer(s)
+    sends = [cut.async_send(p, q, f"m{i}".encode()) for i in range(3)]  # none waits for the previous
+    assert len(gate.wait_held(3, TIMEOUT)) == 3
+    assert [m.body for m in env.drain(q, 3)] == [b"m0", b"m1", b"m2"]
+    assert cut.events.of("completion", "exception") == [], "onCompletion before the broker confirmed"
+    gate.release_all()
+    assert callbacks(cut, 3) == [("completion", s_) for s_ in sends]
+
+
+@requirement("JMS-7.3.2-EXCEPTION-IN-CALLER", "JMS-7.3.2-NO-CALLBACK-AFTER-THROW")
+def test_error_found_in_send_is_raised_and_never_called_back(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.ASYNC_SEND)
+    s = cut.session()
+    p = cut.producer(s)
+    try:
+        bad = cut.async_send(p, "no-such-destination-syntax", b"x")
+    except CutError:
+        bad = None
+    else:
+        raise AssertionError(f"an invalid destination was accepted ({bad})")
+    good = cut.async_send(p, env.queue(), b"barrier")  # callbacks are in order: a barrier
+    assert callbacks(cut, 1) == [("completion", good)]
+    assert len(cut.events.of("completion", "exception")) == 1
+
+
+@requirement("JMS-7.3.2-ON-EXCEPTION", "JMS-7.3.2-ONE-CALLBACK-PER-SEND", "JMS-7.3.8-CALLBACK-ORDER")
+def test_rejections_reported_by_on_exception_in_send_order(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.ASYNC_SEND)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    s = cut.session()
+    p = cut.producer(s)
+    sends = [cut.async_send(p, q, f"m{i}".encode()) for i in range(6)]
+    held = gate.wait_held(6, TIMEOUT)
+    order = [held[i].receipt_id for i in (5, 2, 4, 0, 3, 1)]
+    rejected = {held[2].receipt_id, held[3].receipt_id}
+    for rid in order:  # answers arrive in a scrambled order
+        (gate.reject if rid in rejected else gate.release)(rid)
+    got = callbacks(cut, 6)
+    expected = [("exception" if i in (2, 3) else "completion", sends[i]) for i in range(6)]
+    assert got == expected
+    cut.events.wait_count("completion", 99, 0.05)
+    assert len(cut.events.of("completion", "exception")) == 6, "one callback per send, never both"
+
+
+@requirement("JMS-7.3.2-OUTCOME-UNDEFINED")
+def test_connection_loss_reports_every_incomplete_send_as_exception(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.ASYNC_SEND)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    s = cut.session()
+    p = cut.producer(s)
+    sends = [cut.async_send(p, q, b"x") for _ in range(3)]
+    gate.wait_held(3, TIMEOUT)
+    cut.crash()
+    assert callbacks(cut, 3) == [("exception", x) for x in sends]
+
+
+@requirement("JMS-7.3.8-CALLBACK-ORDER-ACROSS-DESTINATIONS", "JMS-7.3.3-ORDER-MIXED-SYNC-ASYNC")
+def test_callback_order_across_destinations_and_mixed_with_sync(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.ASYNC_SEND)
+    qa, qb = env.queue("a"), env.queue("b")
+    gate_a = env.proxy.hold("SEND", qa)
+    s = cut.session()
+    p = cut.producer(s)
+    first = cut.async_send(p, qa, b"1")
+    second = cut.async_send(p, qb, b"2")  # confirmed at once, must still wait for the first
+    cut.sync_send(p, qb, b"3", persistent=False)
+    third = cut.async_send(p, qb, b"4")
+    gate_a.wait_held(1, TIMEOUT)
+    assert [m.body for m in env.drain(qb, 3)] == [b"2", b"3", b"4"]
+    assert cut.events.of("completion") == [], "a later send's callback overtook an earlier one"
+    gate_a.release()
+    assert callbacks(cut, 3) == [("completion", first), ("completion", second), ("completion", third)]
+
+
+@requirement("JMS-7.3.8-ONE-CALLBACK-AT-A-TIME", "JMS-7.3.8-NOT-ON-SENDING-THREAD")
+def test_callbacks_serial_per_session_and_never_on_sending_thread(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.ASYNC_SEND)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    s = cut.session()
+    p1, p2 = cut.producer(s), cut.producer(s)
+    for i in range(5):
+        cut.async_send(p1, q, b"a%d" % i)
+        cut.async_send(p2, q, b"b%d" % i, persistent=False)
+    gate.wait_held(5, TIMEOUT)
+    gate.release_all()
+    events = cut.events.wait_count("completion", 10, TIMEOUT)
+    assert len(events) == 10
+    assert max(e["concurrent"] for e in events) == 1, "two callbacks of one session ran at once"
+    assert all(e["thread"] != e.get("sender_thread", threading.get_ident()) for e in events), (
+        "a callback ran on the sending thread")
+
+
+@requirement("JMS-7.3.4-CLOSE-WAITS", "JMS-7.3.4-INCOMPLETE-COMPLETE-NORMALLY")
+def test_close_waits_for_incomplete_sends_which_complete_normally(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.ASYNC_SEND)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    s = cut.session()
+    p = cut.producer(s)
+    sends = [cut.async_send(p, q, b"x") for _ in range(3)]
+    gate.wait_held(3, TIMEOUT)
+    def close_then_count() -> int:
+        cut.close_producer(p)
+        return len(cut.events.of("completion"))
+
+    closing = env.background(close_then_count)
+    gate.release_all()
+    assert closing.wait() == 3, "close returned before every callback had run"
+    assert [(e.kind, e["send"]) for e in cut.events.of("completion", "exception")] == [
+        ("completion", x) for x in sends], "close aborted incomplete sends instead of letting them complete"
+
+
+@requirement("JMS-7.3.4-COMMIT-WAITS")
+def test_commit_waits_for_incomplete_sends(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.ASYNC_SEND, ClientFeature.TRANSACTIONS)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    s = cut.session(transacted=True)
+    p = cut.producer(s)
+    cut.async_send(p, q, b"x")
+    gate.wait_held(1, TIMEOUT)
+    def commit_then_count() -> int:
+        cut.commit(s)
+        return len(cut.events.of("completion"))
+
+    committing = env.background(commit_then_count)
+    gate.release_all()
+    assert committing.wait() == 1, "commit returned before the incomplete send's callback had run"
+    assert [m.body for m in env.drain(q, 1)] == [b"x"]
+
+
+@requirement("JMS-7.3.4-CALLBACK-CLOSE-ILLEGAL")
+def test_callback_closing_its_own_objects_gets_illegal_state(make_cut: MakeCut, env: Env) -> None:
+    for action in ("close-producer", "close-session", "close-connection"):
+        cut = make_cut()
+        cut.require(ClientFeature.ASYNC_SEND, ClientFeature.CALLBACK_ACTIONS)
+        s = cut.session()
+        p = cut.producer(s)
+        cut.async_send(p, env.queue(), b"x", on_callback=action)
+        [result] = cut.events.wait_count("callback-result", 1, TIMEOUT)
+        assert result["outcome"] == "IllegalStateError", f"{action} from its own callback: {result['outcome']}"
+
+
+@requirement("JMS-7.3.4-CALLBACK-COMMIT-ILLEGAL")
+def test_callback_committing_its_own_session_gets_illegal_state(make_cut: MakeCut, env: Env) -> None:
+    for action in ("commit", "rollback"):
+        cut = make_cut()
+        cut.require(ClientFeature.ASYNC_SEND, ClientFeature.CALLBACK_ACTIONS, ClientFeature.TRANSACTIONS)
+        s = cut.session(transacted=True)
+        p = cut.producer(s)
+        cut.async_send(p, env.queue(), b"x", on_callback=action)
+        [result] = cut.events.wait_count("callback-result", 1, TIMEOUT)
+        assert result["outcome"] == "IllegalStateError", f"{action} from its own callback: {result['outcome']}"
+
+
+@requirement("JMS-7.3.6-HEADERS-AFTER-COMPLETION", "JMS-7.3.9-ACCESS-MAY-THROW")
+def test_message_inaccessible_until_completion_then_headers_set(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.ASYNC_SEND, ClientFeature.MESSAGE_ACCESS)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    s = cut.session()
+    p = cut.producer(s)
+    send = cut.async_send(p, q, b"x")
+    gate.wait_held(1, TIMEOUT)
+    before = cut.touch_message(send)
+    assert before in ("ok", "MessageNotAccessibleError", "JMSError"), before  # 7.3.9: may throw (UNDEF)
+    gate.release()
+    [_done] = cut.events.wait_count("completion", 1, TIMEOUT)
+    assert cut.touch_message(send) == "ok", "the message is still locked after onCompletion"
+    message_id = cut.message_id(send)
+    assert message_id, "JMSMessageID not set after completion"
+    [received] = env.drain(q, 1)
+    assert received.message_id == message_id
+
+
+@requirement("JMS-7.3.6-HEADERS-UNDEFINED-ON-EXCEPTION")
+def test_after_on_exception_the_message_is_usable(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.ASYNC_SEND, ClientFeature.MESSAGE_ACCESS)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    s = cut.session()
+    p = cut.producer(s)
+    send = cut.async_send(p, q, b"x")
+    gate.wait_held(1, TIMEOUT)
+    gate.reject()
+    cut.events.wait_count("exception", 1, TIMEOUT)
+    assert cut.touch_message(send) == "ok", "after onException the application owns the message again"
+    with contextlib.suppress(CutError):  # the header values are undefined: either outcome is acceptable
+        cut.message_id(send)
+
+
+@requirement("JMS-7.3.7-SESSION-NOT-BOUND-TO-CALLBACK")
+def test_application_thread_keeps_using_the_session(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.ASYNC_SEND)
+    qa, qb = env.queue("a"), env.queue("b")
+    gate = env.proxy.hold("SEND", qa)
+    s = cut.session()
+    p = cut.producer(s)
+    cut.async_send(p, qa, b"pending")
+    gate.wait_held(1, TIMEOUT)
+    p2 = cut.producer(s)
+    cut.sync_send(p2, qb, b"meanwhile", persistent=True)
+    assert [m.body for m in env.drain(qb, 1)] == [b"meanwhile"]
+    gate.release()
+    cut.events.wait_count("completion", 1, TIMEOUT)

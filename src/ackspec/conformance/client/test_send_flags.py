@@ -1,0 +1,140 @@
+"""Artemis synchronous-send flags and asynchronous send acknowledgements (seeds 000/002)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from ackspec.conformance.client.conftest import TIMEOUT, Env
+from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest
+from ackspec.conformance.markers import requirement
+
+MakeCut = Callable[..., ClientUnderTest]
+
+
+@requirement("ARTEMIS-BLOCK-ON-DURABLE-SEND")
+@pytest.mark.parametrize("block", [True, False])
+def test_block_on_durable_send(make_cut: MakeCut, env: Env, block: bool) -> None:
+    cut = make_cut(block_on_durable_send=block)
+    cut.require(ClientFeature.SEND_FLAGS)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    p = cut.producer(cut.session())
+    call = env.background(lambda: cut.sync_send(p, q, b"d", persistent=True))
+    if block:
+        gate.wait_held(1, TIMEOUT)
+        assert [m.body for m in env.drain(q, 1)] == [b"d"]
+        assert not call.done, "a durable send returned before its confirmation (blockOnDurableSend=true)"
+        gate.release()
+    call.wait()  # without blocking it returns although no confirmation came
+
+
+@requirement("ARTEMIS-BLOCK-ON-NON-DURABLE-SEND", "AMQ-SEND-ASYNC-BY-DEFAULT")
+@pytest.mark.parametrize("block", [False, True])
+def test_block_on_non_durable_send(make_cut: MakeCut, env: Env, block: bool) -> None:
+    cut = make_cut(block_on_non_durable_send=block)
+    cut.require(ClientFeature.SEND_FLAGS)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    p = cut.producer(cut.session())
+    call = env.background(lambda: cut.sync_send(p, q, b"n", persistent=False))
+    if block:
+        gate.wait_held(1, TIMEOUT)
+        assert [m.body for m in env.drain(q, 1)] == [b"n"]
+        assert not call.done, "a non-durable send returned before its confirmation (blockOnNonDurableSend=true)"
+        gate.release()
+    call.wait()
+    if not block:
+        assert gate.pending() == [], "default: a non-durable send asks for no confirmation"
+
+
+@requirement("ARTEMIS-TRANSACTED-SENDS-DO-NOT-BLOCK", "ARTEMIS-COMMIT-BLOCKS")
+def test_transacted_sends_do_not_block_but_commit_does(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.TRANSACTIONS)
+    q = env.queue()
+    send_gate = env.proxy.hold("SEND", q)
+    commit_gate = env.proxy.hold("COMMIT")
+    s = cut.session(transacted=True)
+    p = cut.producer(s)
+    for i in range(3):
+        cut.sync_send(p, q, b"t%d" % i, persistent=True)  # returns without any confirmation
+    assert send_gate.pending() == []
+    committing = env.background(lambda: cut.commit(s))
+    commit_gate.wait_held(1, TIMEOUT)
+    assert [m.body for m in env.drain(q, 3)] == [b"t0", b"t1", b"t2"], "the broker committed..."
+    assert not committing.done, "...but commit() returned before the broker's answer"
+    commit_gate.release()
+    committing.wait()
+
+
+@requirement("ARTEMIS-ROLLBACK-BLOCKS")
+def test_rollback_blocks_until_the_broker_answers(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.TRANSACTIONS)
+    q = env.queue()
+    abort_gate = env.proxy.hold("ABORT")
+    s = cut.session(transacted=True)
+    p = cut.producer(s)
+    cut.sync_send(p, q, b"gone", persistent=True)
+    rolling = env.background(lambda: cut.rollback(s))
+    abort_gate.wait_held(1, TIMEOUT)
+    assert not rolling.done, "rollback() returned before the broker's answer"
+    abort_gate.release()
+    rolling.wait()
+    assert env.drain(q, 1, timeout=0.3) == []
+
+
+@requirement("ARTEMIS-BLOCK-ON-ACKNOWLEDGE")
+def test_block_on_acknowledge(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    setup = make_cut()
+    sp = setup.producer(setup.session())
+    setup.sync_send(sp, q, b"a", persistent=True)
+    cut = make_cut(block_on_acknowledge=True)
+    cut.require(ClientFeature.SEND_FLAGS, ClientFeature.ACK_MODES)
+    gate = env.proxy.hold("ACK", None)
+    s = cut.session(ack_mode=2)
+    c = cut.consumer(s, q)
+    message = cut.receive(c, TIMEOUT)
+    assert message is not None
+    acking = env.background(lambda: cut.acknowledge(message.handle))
+    gate.wait_held(1, TIMEOUT)
+    assert not acking.done, "acknowledge() returned before the broker confirmed it (blockOnAcknowledge=true)"
+    gate.release()
+    acking.wait()
+
+
+@requirement("ARTEMIS-ASYNC-SEND-ACK-HANDLER")
+def test_send_acknowledgement_handler_called_per_message_in_order(make_cut: MakeCut, env: Env) -> None:
+    cut = make_cut(confirmation_window_size=1 << 20, block_on_durable_send=False)
+    cut.require(ClientFeature.CONFIRMATION_WINDOW)
+    cut.set_send_ack_handler()
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    p = cut.producer(cut.session())
+    sends = [cut.sync_send(p, q, b"h%d" % i, persistent=i % 2 == 0) for i in range(4)]  # none blocks
+    held = gate.wait_held(4, TIMEOUT)
+    assert cut.events.of("send-ack") == []
+    for answered in reversed(held):
+        gate.release(answered.receipt_id)
+    acks = cut.events.wait_count("send-ack", 4, TIMEOUT)
+    assert sorted(e["send"] for e in acks) == sorted(sends)
+
+
+@requirement("ARTEMIS-CONFIRMATION-WINDOW")
+def test_confirmation_window_bounds_unconfirmed_bytes(make_cut: MakeCut, env: Env) -> None:
+    cut = make_cut(confirmation_window_size=1000, block_on_durable_send=False)
+    cut.require(ClientFeature.CONFIRMATION_WINDOW)
+    cut.set_send_ack_handler()
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    p = cut.producer(cut.session())
+    body = b"x" * 400
+    cut.sync_send(p, q, body)
+    cut.sync_send(p, q, body)
+    third = env.background(lambda: cut.sync_send(p, q, body))
+    gate.wait_held(2, TIMEOUT)
+    cut.events.wait_count("send-blocked", 1, TIMEOUT)
+    assert env.proxy.seen("SEND", q) == 2 and not third.done, "more unconfirmed bytes than the window allows"
+    gate.release()
+    third.wait()
