@@ -13,7 +13,10 @@ blob next to the shrunk operations.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hypothesis import settings as HypothesisSettings
 
 DEFAULT_EXAMPLES = 8
 DEFAULT_SEED = 0
@@ -30,7 +33,7 @@ class SuiteConfig:
 CURRENT = SuiteConfig()
 
 
-def hypothesis_settings(*, examples: int | None = None, stateful_steps: int | None = None) -> Any:
+def hypothesis_settings(*, examples: int | None = None, stateful_steps: int | None = None) -> HypothesisSettings:
     """Bounded, reproducible hypothesis settings for a suite test (``examples`` scales with --examples)."""
     from hypothesis import HealthCheck, settings  # noqa: PLC0415
 

@@ -30,6 +30,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="seconds to wait for a receipt or message (default 5)")
     group.addoption("--ackspec-strict", action="store_true", default=False,
                     help="count documented deviations as failures")
+    group.addoption("--ackspec-only", action="append", default=[], metavar="PATTERN",
+                    help="run only suite tests whose node id or cited requirement matches this glob")
+    group.addoption("--ackspec-skip", action="append", default=[], metavar="PATTERN",
+                    help="deselect suite tests whose node id or cited requirement matches this glob")
     group.addoption("--ackspec-fault", default=None, metavar="MUTANT",
                     help="run the embedded reference broker with a mutant fault (suite quality checks)")
 

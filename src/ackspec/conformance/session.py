@@ -17,6 +17,7 @@ pytest's own exit status agrees with conformance:
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 import itertools
 import secrets
 import subprocess
@@ -130,10 +131,25 @@ class SuiteSession:
 
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
+        only: list[str] = config.getoption("ackspec_only") or []
+        skip: list[str] = config.getoption("ackspec_skip") or []
+        keep: list[pytest.Item] = []
+        dropped: list[pytest.Item] = []
         for item in items:
-            if SUITE_FIXTURE in getattr(item, "fixturenames", ()):
-                self.states[item.nodeid] = _ItemState(requirements_of(item))
-                self.order.append(item.nodeid)
+            if SUITE_FIXTURE not in getattr(item, "fixturenames", ()):
+                keep.append(item)
+                continue
+            reqs = requirements_of(item)
+            names = [item.nodeid, *reqs]
+            if (only and not _matches(names, only)) or (skip and _matches(names, skip)):
+                dropped.append(item)
+                continue
+            keep.append(item)
+            self.states[item.nodeid] = _ItemState(reqs)
+            self.order.append(item.nodeid)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
         if self.order:
             self.levels = requirement_levels()
             _force_hypothesis_seed(suite_config.CURRENT.seed)
@@ -268,6 +284,10 @@ def harness(request: pytest.FixtureRequest, ackspec_target: Target) -> Iterator[
         h.close()
         adapter.close()
         recorder.close()
+
+
+def _matches(names: list[str], patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatch(n, p) or fnmatch.fnmatch(n, f"*{p}*") for n in names for p in patterns)
 
 
 def _force_hypothesis_seed(seed: int) -> None:

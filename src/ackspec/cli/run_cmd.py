@@ -1,0 +1,243 @@
+"""``ackspec run``: run the conformance suite against a target and judge it.
+
+    ackspec run                                    # the embedded reference broker
+    ackspec run --target stomp://127.0.0.1:61614 --profile rabbitmq-3.10
+    ackspec run --only 'STOMP-TX-*' --examples 200 --seed 7
+
+pytest runs in-process on the packaged suite (``ackspec.conformance.suite``) with
+the ackspec plugin; a progress bar shows while it runs, then a table per family
+and requirement. Exit status: 0 conformant (documented deviations allowed unless
+``--strict``), 1 not conformant, 2 usage or connection error (one line).
+
+The run directory (``--out``, default ``ackspec-out/<run-id>``) gets junit.xml,
+allure-results/, results.json and histories/ (layout: docs/run-directory.md),
+and, unless ``--no-report``, the pipeline's report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ackspec.errors import AckspecError
+from ackspec.results import RunResults, Verdict, combine, is_failure
+
+SUITE_PACKAGE = "ackspec.conformance.suite"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="run the conformance suite against a target",
+                              description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--target", metavar="URL", help="broker URL (stomp://host:port); default: embedded reference broker")
+    p.add_argument("--profile", metavar="NAME", help="target profile (settings and known deviations)")
+    p.add_argument("--only", metavar="PATTERN", action="append", default=[],
+                   help="run only tests whose id or cited requirement matches (glob; repeatable)")
+    p.add_argument("--skip", metavar="PATTERN", action="append", default=[],
+                   help="skip tests whose id or cited requirement matches (glob; repeatable)")
+    p.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
+    p.add_argument("--examples", type=_positive_int, metavar="N", help="hypothesis examples per property (default 8)")
+    p.add_argument("--seed", type=int, metavar="S", help="hypothesis seed (default 0: reproducible)")
+    p.add_argument("--timeout", type=_positive_float, metavar="S", help="wait for a receipt/message (default 5 s)")
+    p.add_argument("--strict", action="store_true", help="documented deviations also fail the run")
+    p.add_argument("--out", metavar="DIR", help="run directory (default ackspec-out/<run-id>)")
+    p.add_argument("--no-report", action="store_true", help="do not build the traceability report at the end")
+    p.add_argument("--fault", metavar="MUTANT", help=argparse.SUPPRESS)  # quality checks: mutant reference broker
+    p.add_argument("-v", "--verbose", action="store_true", help="show pytest's own output")
+    p.set_defaults(func=run)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _preflight(args: argparse.Namespace) -> None:
+    """Fail fast, in one line, on a bad profile or an unreachable target."""
+    from ackspec.adapters.registry import UnknownScheme, factory_for  # noqa: PLC0415
+    from ackspec.conformance.target import ProfileError, load_profile, probe  # noqa: PLC0415
+    from ackspec.conformance.verdicts import TargetUnavailable  # noqa: PLC0415
+
+    if args.profile:
+        try:
+            load_profile(args.profile)
+        except ProfileError as exc:
+            raise AckspecError(str(exc)) from exc
+    if args.target:
+        try:
+            factory_for(args.target)
+        except UnknownScheme as exc:
+            raise AckspecError(str(exc)) from exc
+        try:
+            probe(args.target)
+        except TargetUnavailable as exc:
+            raise AckspecError(str(exc)) from exc
+
+
+def pytest_args(args: argparse.Namespace, run_id: str, out: Path) -> list[str]:
+    argv = ["--pyargs", SUITE_PACKAGE, "-p", "no:cacheprovider", "-q", "--no-header",
+            "--tb=short" if args.verbose else "--tb=no", "-o", "addopts=",
+            f"--ackspec-run-id={run_id}", f"--ackspec-out={out}",
+            f"--junitxml={out / 'junit.xml'}", f"--alluredir={out / 'allure-results'}", "--clean-alluredir"]
+    for flag, value in (("--ackspec-target", args.target), ("--ackspec-profile", args.profile),
+                        ("--ackspec-examples", args.examples), ("--ackspec-seed", args.seed),
+                        ("--ackspec-timeout", args.timeout), ("--ackspec-fault", args.fault)):
+        if value is not None:
+            argv.append(f"{flag}={value}")
+    argv += [f"--ackspec-only={p}" for p in args.only] + [f"--ackspec-skip={p}" for p in args.skip]
+    if args.strict:
+        argv.append("--ackspec-strict")
+    if args.dry_run:
+        argv.append("--collect-only")
+    return argv
+
+
+class _Progress:
+    """A pytest plugin driving a rich progress bar."""
+
+    def __init__(self, progress: Any) -> None:
+        self.progress = progress
+        self.task: Any = None
+        self.collected: list[tuple[str, list[str]]] = []
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        from ackspec.conformance.session import requirements_of  # noqa: PLC0415
+
+        self.collected = [(item.nodeid, requirements_of(item)) for item in session.items]
+        self.task = self.progress.add_task("conformance", total=len(session.items))
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, advance=1, description=nodeid.rsplit("::", maxsplit=1)[-1][:48])
+
+
+def run(args: argparse.Namespace) -> int:
+    import pytest  # noqa: PLC0415
+    from rich.console import Console  # noqa: PLC0415
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
+
+    from ackspec.conformance.session import new_run_id  # noqa: PLC0415
+
+    _preflight(args)
+    run_id = new_run_id()
+    out = Path(args.out) if args.out else Path("ackspec-out") / run_id
+    if out.exists() and (out / "results.json").exists():
+        raise AckspecError(f"{out}: already holds a run (results.json); choose another --out")
+    console = Console(stderr=False)
+    argv = pytest_args(args, run_id, out)
+    started = time.monotonic()
+    progress = Progress(TextColumn("[bold]{task.description:<48}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=console, transient=True, disable=args.dry_run)
+    plugin = _Progress(progress)
+    sink = io.StringIO()
+    with progress:
+        redirect = contextlib.nullcontext() if args.verbose else contextlib.redirect_stdout(sink)
+        with redirect:
+            code = pytest.main(argv, plugins=[plugin])
+    elapsed = time.monotonic() - started
+    if args.dry_run:
+        for nodeid, reqs in plugin.collected:
+            console.print(f"{nodeid}  [dim]{', '.join(reqs)}[/dim]")
+        console.print(f"{len(plugin.collected)} tests would run")
+        return 0 if code in (0, 5) else 2
+    results_path = out / "results.json"
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or not results_path.exists():
+        detail = _last_line(sink.getvalue()) or f"pytest exited with {int(code)}"
+        raise AckspecError(f"the suite could not run: {detail}")
+    results = RunResults.read(results_path)
+    _print_table(console, results)
+    bad = [t for t in results.tests if is_failure(t.verdict, strict=args.strict)]
+    errors = [t for t in results.tests if t.verdict is Verdict.ERROR]
+    if not args.no_report:
+        _report(console, out)
+    console.print(f"run {results.run_id}: {len(results.tests)} verdicts in {elapsed:.1f}s -> {out}")
+    if errors and len(errors) == len(results.tests):
+        raise AckspecError(f"every check errored: {errors[0].message.splitlines()[0] if errors[0].message else ''}")
+    return 1 if bad else 0
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("=")]
+    for ln in reversed(lines):
+        if "error" in ln.lower():
+            return ln
+    return lines[-1] if lines else ""
+
+
+def family_of(requirement: str) -> str:
+    parts = requirement.split("-")
+    return parts[0] if len(parts) < 2 else f"{parts[0]}-{parts[1]}" if parts[1][:1].isdigit() else parts[0]
+
+
+def _print_table(console: Any, results: RunResults) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
+    by_req: dict[str, list[Verdict]] = defaultdict(list)
+    levels: dict[str, str] = {}
+    messages: dict[str, str] = {}
+    for t in results.tests:
+        by_req[t.requirement].append(t.verdict)
+        levels[t.requirement] = t.level or ""
+        notable = t.verdict in (Verdict.FAIL, Verdict.STALE, Verdict.ERROR, Verdict.DEVIATION)
+        if notable and t.requirement not in messages:
+            messages[t.requirement] = (t.message or "").splitlines()[0][:90] if t.message else ""
+    families: dict[str, list[str]] = defaultdict(list)
+    for req in sorted(by_req):
+        families[family_of(req)].append(req)
+    style = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.STALE: "red", Verdict.ERROR: "magenta",
+             Verdict.DEVIATION: "yellow", Verdict.INDETERMINATE: "cyan", Verdict.NOT_APPLICABLE: "dim"}
+    totals: dict[Verdict, int] = defaultdict(int)
+    for family, reqs in families.items():
+        table = Table(title=f"{family}", title_justify="left", show_lines=False)
+        table.add_column("requirement")
+        table.add_column("level")
+        table.add_column("verdict")
+        table.add_column("tests", justify="right")
+        table.add_column("detail", overflow="fold")
+        for req in reqs:
+            verdict = combine(by_req[req])
+            totals[verdict] += 1
+            table.add_row(req, levels[req], f"[{style[verdict]}]{verdict}[/]", str(len(by_req[req])),
+                          messages.get(req, ""))
+        console.print(table)
+    summary = ", ".join(f"[{style[v]}]{n} {v}[/]" for v, n in sorted(totals.items(), key=lambda kv: kv[0].value))
+    must = sorted({r for r in by_req if combine(by_req[r]) is Verdict.FAIL and levels[r].startswith("MUST")})
+    should = sorted({r for r in by_req if combine(by_req[r]) is Verdict.FAIL and not levels[r].startswith("MUST")})
+    console.print(f"requirements: {summary}")
+    if must:
+        console.print(f"[bold red]MUST failures ({len(must)}):[/] {', '.join(must)}")
+    if should:
+        console.print(f"[red]SHOULD/other failures ({len(should)}):[/] {', '.join(should)}")
+
+
+def _report(console: Any, out: Path) -> None:
+    import importlib  # noqa: PLC0415
+
+    try:
+        build_report = importlib.import_module("ackspec.pipeline.report").build_report
+    except (ImportError, AttributeError):
+        return  # the pipeline is not installed
+    console.print("building the report ...")
+    try:
+        build_report([out], out / "report")
+    except AckspecError as exc:
+        console.print(f"[yellow]report not built: {exc}[/]")
