@@ -26,8 +26,9 @@ seq / producer         application properties ``ackspec-seq``/``ackspec-producer
 ``prefetch``           link credit: credit is topped up so that held (received,
                        unsettled or not yet handed to the test) deliveries plus
                        outstanding credit never exceed the prefetch
-``ack``                ``accepted``; in CLIENT mode cumulative over the link
-                       (every earlier unsettled delivery of the link too)
+``ack``, ``nack``      ``accepted`` / the outcome below; in CLIENT mode cumulative
+                       over the link (every earlier unsettled delivery of the
+                       link too), otherwise the one delivery
 ``nack(outcome)``      ``released`` / ``modified{delivery-failed}`` /
                        ``modified{delivery-failed, undeliverable-here}`` /
                        ``rejected``; plain ``NACK`` means ``modified{delivery-failed}``
@@ -253,14 +254,30 @@ class Wire:
             if data == b"":
                 self._lost("connection closed by the peer")
             elif data:
-                capacity = self.transport.capacity()
-                if capacity < 0:
-                    self._lost("transport closed for input")
-                else:
-                    self.transport.push(data)
+                self._push(data)
         self.transport.tick(time.monotonic())
         self.dispatch()
         self.flush()
+
+    def _push(self, data: bytes) -> None:
+        """Feed received bytes to proton, at most ``capacity()`` at a time (it refuses more)."""
+        view = memoryview(data)
+        while view:
+            capacity = self.transport.capacity()
+            if capacity < 0:
+                self._lost("transport closed for input")
+                return
+            if capacity == 0:
+                self.dispatch()
+                self.flush()
+                if self.transport.capacity() == 0:
+                    self._lost("transport input buffer stuck full")
+                    return
+                continue
+            self.transport.push(bytes(view[:capacity]))
+            view = view[capacity:]
+            if view:
+                self.dispatch()
 
     def dispatch(self) -> None:
         while True:
@@ -322,6 +339,33 @@ class _Subscription:
     unsettled: dict[str, PnDelivery] = field(default_factory=dict)  # ack_id -> delivery, in arrival order
     handed: dict[str, PnDelivery] = field(default_factory=dict)  # unsettled and given to the test, in order
     error: str | None = None
+    manual: bool = False  # credit only through flow()/drain(), never topped up by the driver
+    granted: int = 0  # credit granted over the link's life
+    transfers: int = 0  # transfers received over the link's life (complete deliveries)
+    flows: int = 0  # flow frames received from the sender (LINK_FLOW events)
+    settled_on_arrival: dict[str, bool] = field(default_factory=dict)  # ack_id -> settled when it arrived
+
+
+@dataclass(frozen=True, slots=True)
+class DrainResult:
+    """What a drain (AMQP 2.6.7, ``drain=true``) ended with."""
+
+    delivered: list[Delivery]  # transfers that arrived while draining
+    credit_before: int  # credit outstanding when the drain was asked for (after ``credit`` was added)
+    credit_after: int  # credit left once the sender answered (0 when it honoured the drain)
+    echoed: bool  # the sender answered with a flow frame (its flow state)
+    transfers: int  # transfers received on the link over its life
+    granted: int  # credit granted on the link over its life
+
+
+@dataclass(frozen=True, slots=True)
+class LinkModes:
+    """Settle modes of a receiving link as asked for and as the sender's attach stated them (2.7.3)."""
+
+    snd_settle_asked: int
+    rcv_settle_asked: int
+    snd_settle_remote: int
+    rcv_settle_remote: int
 
 
 @dataclass
@@ -343,6 +387,7 @@ class ProtonClient(Client):
         self._uid = uuid.uuid4().hex[:8]
         self.wire = Wire(opts, f"ackspec-{process}-{self._uid}", self._on_event)
         self._subs: dict[str, _Subscription] = {}
+        self._ended: dict[str, _Subscription] = {}  # unsubscribed; what they buffered is still receivable
         self._by_link: dict[str, _Subscription] = {}
         self._senders: dict[str, Link] = {}
         self._link_errors: dict[str, str] = {}
@@ -375,6 +420,10 @@ class ProtonClient(Client):
             sub = self._by_link.get(link.name)
             if sub is not None:
                 sub.error = text
+        elif kind == Event.LINK_FLOW and event.link is not None and event.link.is_receiver:
+            flowed = self._by_link.get(event.link.name)
+            if flowed is not None:
+                flowed.flows += 1
         elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
             self.session_error = condition_text(event.session.remote_condition) or "session closed by peer"
 
@@ -390,6 +439,8 @@ class ProtonClient(Client):
         msg = Message()
         msg.decode(data)
         sub.buffered.append((dlv, msg))
+        sub.transfers += 1
+        sub.settled_on_arrival[self._ack_id(sub, dlv)] = bool(dlv.settled)
         if not dlv.settled:
             sub.unsettled[self._ack_id(sub, dlv)] = dlv
 
@@ -409,12 +460,15 @@ class ProtonClient(Client):
 
     def _top_up(self, sub: _Subscription) -> None:
         """Keep held deliveries + outstanding credit == prefetch (credit = prefetch)."""
+        if sub.manual:
+            return
         held = len(sub.buffered) if sub.ack is AckMode.AUTO else len(sub.unsettled)
         if sub.ack is not AckMode.AUTO:
             # pre-settled deliveries of an unsettled-mode link (should not happen) still occupy the buffer
             held = max(held, len(sub.buffered))
         want = sub.prefetch - held - sub.link.credit
         if want > 0:
+            sub.granted += want
             sub.link.flow(want)
 
     # -- subscriptions -------------------------------------------------------------------
@@ -434,10 +488,11 @@ class ProtonClient(Client):
         second = headers.get("amqp-rcv-settle-mode", self.opts.rcv_settle) == "second"
         link.rcv_settle_mode = Link.RCV_SECOND if second else Link.RCV_FIRST
         credit = self.opts.credit if prefetch is None else prefetch
-        if credit <= 0:
+        manual = headers.get("amqp-credit") == "manual"
+        if credit <= 0 and not manual:
             raise NotSupported(Capability.PREFETCH, "AMQP credit 0 would deliver nothing; pull is not mapped")
         sub = _Subscription(sub_id=name, destination=destination, ack=ack, link=link, prefetch=credit,
-                            settle_second=False)
+                            settle_second=False, manual=manual)
         self._subs[name] = sub
         self._by_link[name] = sub
         link.open()
@@ -448,6 +503,9 @@ class ProtonClient(Client):
                            self.timeout, f"refusal of receiver {name}")
             raise AdapterError(f"subscribe to {destination} refused: {self._link_errors.get(name, 'no source')}")
         sub.settle_second = second and link.remote_rcv_settle_mode == Link.RCV_SECOND
+        if manual and credit > 0:
+            sub.granted += credit
+            link.flow(credit)
         self._top_up(sub)
         self.wire.flush()
         return name
@@ -460,6 +518,7 @@ class ProtonClient(Client):
         self.wire.wait(lambda: bool(sub.link.state & Endpoint.REMOTE_CLOSED), self.timeout,
                        f"detach of {subscription}")
         self._by_link.pop(subscription, None)
+        self._ended[subscription] = sub
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -540,7 +599,14 @@ class ProtonClient(Client):
     def _receive(self, subscription: str, timeout: float) -> Delivery | None:
         sub = self._subs.get(subscription)
         if sub is None:
-            raise AdapterError(f"unknown subscription {subscription}")
+            ended = self._ended.get(subscription)
+            if ended is None:
+                raise AdapterError(f"unknown subscription {subscription}")
+            # deliveries that arrived before the detach (STOMP: before the UNSUBSCRIBE receipt)
+            if not ended.buffered:
+                return None
+            dlv, msg = ended.buffered.popleft()
+            return self._delivery(ended, dlv, msg)
         self._top_up(sub)
         try:
             self.wire.wait(lambda: bool(sub.buffered) or sub.error is not None, timeout, "a delivery")
@@ -578,6 +644,9 @@ class ProtonClient(Client):
         headers["amqp:durable"] = "true" if msg.durable else "false"
         headers["amqp:delivery-count"] = str(count)
         headers["amqp:first-acquirer"] = "true" if msg.first_acquirer else "false"
+        arrived = sub.settled_on_arrival.pop(self._ack_id(sub, dlv), None)
+        if arrived is not None:
+            headers["amqp:settled"] = "true" if arrived else "false"
         return Delivery(destination=sub.destination, subscription=sub.sub_id, body=raw, headers=headers,
                         message_id=None if msg.id is None else str(msg.id), ack_id=self._ack_id(sub, dlv),
                         seq=seq, producer=props.get(PRODUCER_HEADER),
@@ -648,7 +717,9 @@ class ProtonClient(Client):
         self._settle(sub, chosen, ACCEPTED_CODE, transaction, confirm)
 
     def _nack(self, delivery: Delivery, outcome: NackOutcome, transaction: str | None, confirm: bool) -> None:
-        sub, chosen = self._targets(delivery, False)
+        known = self._subs.get(delivery.subscription)
+        # CLIENT mode is cumulative for negative outcomes too (as STOMP's NACK in ack:client)
+        sub, chosen = self._targets(delivery, known is not None and known.ack is AckMode.CLIENT)
         if outcome is NackOutcome.RELEASED:
             self._settle(sub, chosen, RELEASED_CODE, transaction, confirm)
         elif outcome is NackOutcome.REJECTED:
@@ -739,6 +810,100 @@ class ProtonClient(Client):
     def _abort(self, transaction: str) -> None:
         self._discharge(transaction, True)
 
+    # -- AMQP-only verbs (credit, drain, settle modes, raw discharge): used by suite/amqp ------------------
+
+    def _live(self, subscription: str) -> _Subscription:
+        sub = self._subs.get(subscription)
+        if sub is None:
+            raise AdapterError(f"unknown subscription {subscription}")
+        return sub
+
+    def flow(self, subscription: str, credit: int) -> None:
+        """Grant ``credit`` more link credit (a flow frame); for ``amqp-credit: manual`` subscriptions."""
+        sub = self._live(subscription)
+        if credit > 0:
+            sub.granted += credit
+            sub.link.flow(credit)
+            self.wire.flush()
+
+    def credit(self, subscription: str) -> int:
+        """Link credit the receiver still has outstanding (granted minus transfers and drained)."""
+        self.wire.pump(0)
+        return int(self._live(subscription).link.credit)
+
+    def accounting(self, subscription: str) -> tuple[int, int]:
+        """(credit granted, transfers received) over the link's life."""
+        self.wire.pump(0)
+        sub = self._live(subscription)
+        return sub.granted, sub.transfers
+
+    def link_modes(self, subscription: str) -> LinkModes:
+        link = self._live(subscription).link
+        return LinkModes(int(link.snd_settle_mode), int(link.rcv_settle_mode),
+                         int(link.remote_snd_settle_mode), int(link.remote_rcv_settle_mode))
+
+    def round_trip(self, destination: str) -> None:
+        """A barrier on this connection: attach a sender to ``destination`` and wait for the broker's attach.
+
+        Frames the broker sent before answering the attach (transfers, flows) have been
+        read once this returns. Nothing is published.
+        """
+        address, capability = self.opts.terminus(destination)
+        name = f"ackspec-{self.process}-{self._uid}-rt{next(self._names)}"
+        link = self.session.sender(name)
+        link.target.address = address
+        if capability:
+            link.target.capabilities.put_object(symbol(capability))
+        link.source.address = name
+        link.open()
+        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED)),
+                       self.timeout, f"attach of barrier link {name}")
+        link.close()
+        self.wire.wait(lambda: bool(link.state & Endpoint.REMOTE_CLOSED), self.timeout, f"detach of {name}")
+
+    def drain(self, subscription: str, timeout: float | None = None, *, credit: int = 0) -> DrainResult:
+        """Add ``credit`` and set ``drain``; wait for the sender's answering flow (credit used up).
+
+        The sender sends what it has up to the credit, then advances its delivery-count
+        over the rest and reports its flow state (2.6.7). Deliveries that arrive meanwhile
+        are handed back in :attr:`DrainResult.delivered` (received as by :meth:`receive`).
+        """
+        sub = self._live(subscription)
+        wait = self.timeout if timeout is None else timeout
+        already = len(sub.buffered)
+        flows = sub.flows
+        sub.granted += max(credit, 0)
+        sub.link.drain(max(credit, 0))
+        before = int(sub.link.credit)
+        self.wire.flush()
+        try:
+            # done when the sender answered with its flow state, or used the credit up with transfers
+            self.wire.wait(lambda: sub.error is not None or (not sub.link.draining()
+                                                             and (sub.flows > flows or sub.link.credit <= 0)),
+                           wait, f"the answer to a drain on {subscription}")
+            echoed = sub.flows > flows and sub.error is None
+        except Indeterminate:
+            echoed = False
+        after = int(sub.link.credit)
+        sub.link.drain_mode = False
+        delivered: list[Delivery] = []
+        while len(sub.buffered) > already:
+            received = self.receive(subscription, 0)
+            if received is None:
+                break
+            delivered.append(received)
+        return DrainResult(delivered=delivered, credit_before=before, credit_after=after, echoed=echoed,
+                           transfers=sub.transfers, granted=sub.granted)
+
+    def discharge_unknown(self, fail: bool = False) -> str:
+        """Discharge a txn-id that was never declared; returns the outcome and error condition seen."""
+        dlv = self._control(Described(symbol("amqp:discharge:list"), [b"ackspec-no-such-txn", fail]),
+                            "discharge of an unknown transaction")
+        state, cond = dlv.remote_state, dlv.remote.condition
+        dlv.settle()
+        self.wire.flush()
+        return f"{outcome_name(state)} {condition_text(cond)}".strip()
+
     # -- connection end ------------------------------------------------------------------------------------
 
     def _disconnect(self) -> None:
@@ -785,4 +950,36 @@ class ProtonAdapter(Adapter):
         return ProtonClient(self, process, self.options)
 
 
-__all__ = ["ALL_CAPABILITIES", "AmqpOptions", "ProtonAdapter", "ProtonClient", "Wire"]
+class ReferenceProtonAdapter(ProtonAdapter):
+    """The proton driver against the embedded reference broker's AMQP listener (``reference+amqp://``).
+
+    Adds what only an in-process target allows: restarting the broker on its journal
+    (:attr:`Capability.BROKER_RESTART`) and its fault injection.
+    """
+
+    name = "proton-reference"
+
+    def __init__(self, url: str, recorder: Recorder, *, timeout: float = 5.0,
+                 settings: TargetSettings | None = None, broker: Any = None) -> None:
+        if broker is None or getattr(broker, "amqp_url", None) is None:
+            raise AdapterError("reference+amqp:// needs an embedded reference broker with its AMQP listener")
+        if settings is None:
+            from ackspec.adapters.reference import REFERENCE_SETTINGS  # noqa: PLC0415
+
+            settings = REFERENCE_SETTINGS
+        super().__init__(str(broker.amqp_url), recorder, timeout=timeout, settings=settings)
+        self.broker = broker
+        self.url = url
+        self._caps = self._caps | {Capability.BROKER_RESTART, Capability.FAULT_INJECTION}
+
+    @property
+    def faults(self) -> Any:
+        return self.broker.faults
+
+    def restart_broker(self) -> None:
+        """Crash-stop the broker and start it again on its journal (same AMQP port)."""
+        self.broker.restart()
+
+
+__all__ = ["ALL_CAPABILITIES", "AmqpOptions", "DrainResult", "LinkModes", "ProtonAdapter", "ProtonClient",
+           "ReferenceProtonAdapter", "Wire"]

@@ -166,9 +166,17 @@ class AmqpConnection:
             data = self.sasl.remainder
             if not data:
                 return
-        if self.transport.capacity() < 0:
-            return
-        self.transport.push(data)
+        # proton takes at most capacity() bytes per push: feed large reads in pieces, handling
+        # the events of each piece (credit is still topped up only once, after the whole read)
+        view = memoryview(data)
+        while view:
+            capacity = self.transport.capacity()
+            if capacity <= 0:
+                break  # closed for input (capacity < 0); 0 cannot last since each piece is processed
+            self.transport.push(bytes(view[:capacity]))
+            view = view[capacity:]
+            if view:
+                self._dispatch()
         self._process()
 
     def _sasl_step(self, data: bytes) -> SaslState:
@@ -227,7 +235,7 @@ class AmqpConnection:
             if left <= self.receive_window // 2:
                 self._grant(link, self.receive_window - left)
 
-    def _process(self) -> None:
+    def _dispatch(self) -> None:
         while True:
             event = self.collector.peek()
             if event is None:
@@ -236,6 +244,9 @@ class AmqpConnection:
                 self._on_event(event)
             finally:
                 self.collector.pop()
+
+    def _process(self) -> None:
+        self._dispatch()
         self._replenish()
         if (self.transport.capacity() < 0 and self.transport.condition is None
                 and not self.connection.state & (Endpoint.REMOTE_CLOSED | Endpoint.LOCAL_CLOSED)):
