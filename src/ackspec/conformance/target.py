@@ -29,6 +29,8 @@ from ackspec.conformance.verdicts import TargetUnavailable
 from ackspec.history import Recorder
 
 EMBEDDED_URL = "reference://embedded"
+EMBEDDED_AMQP_URL = "reference+amqp://embedded"
+"""The embedded reference broker driven over AMQP 1.0 by the proton driver (restart and faults included)."""
 DEFAULT_PORTS = {"stomp": 61613, "amqp": 5672}
 
 
@@ -163,10 +165,15 @@ class Target:
         return self.broker is not None
 
     def make_adapter(self, recorder: Recorder, timeout: float) -> Adapter:
-        if self.embedded:
+        if self.embedded and self.url == EMBEDDED_AMQP_URL:
+            from ackspec.adapters.amqp_proton import ReferenceProtonAdapter  # noqa: PLC0415
+
+            adapter: Adapter = ReferenceProtonAdapter(self.url, recorder, timeout=timeout, settings=self.settings,
+                                                      broker=self.broker)
+        elif self.embedded:
             from ackspec.adapters.reference import ReferenceAdapter  # noqa: PLC0415
 
-            adapter: Adapter = ReferenceAdapter(self.url, recorder, timeout=timeout, settings=self.settings,
+            adapter = ReferenceAdapter(self.url, recorder, timeout=timeout, settings=self.settings,
                                                 broker=self.broker)
         else:
             adapter = open_adapter(self.url, recorder, timeout=timeout, settings=self.settings)
@@ -185,12 +192,14 @@ def resolve(url: str | None, profile_name: str | None, *, fault: str | None = No
     profile = load_profile(profile_name) if profile_name else None
     settings = TargetSettings.from_profile(profile)
     deviations = deviations_of(profile)
-    if url is None or url.startswith(("reference:", "embedded:")):
+    if url is None or url.startswith(("reference:", "embedded:", "reference+amqp:", "embedded+amqp:")):
         from ackspec.adapters.reference import start_embedded  # noqa: PLC0415
 
-        target = Target(EMBEDDED_URL, profile_name, profile, settings, deviations)
-        target.broker = target._stack.enter_context(start_embedded(fault=fault, **dict(broker_options or {})))
-        target.adapter_name, target.protocol = "reference", "stomp"
+        amqp = url is not None and "+amqp:" in url
+        options = {**dict(broker_options or {}), **({"amqp": True} if amqp else {})}
+        target = Target(EMBEDDED_AMQP_URL if amqp else EMBEDDED_URL, profile_name, profile, settings, deviations)
+        target.broker = target._stack.enter_context(start_embedded(fault=fault, **options))
+        target.adapter_name, target.protocol = ("proton", "amqp") if amqp else ("reference", "stomp")
         return target
     try:
         factory_for(url)
