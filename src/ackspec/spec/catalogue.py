@@ -58,7 +58,7 @@ def clear_cache() -> None:
 
 def _load(files: list[Path]) -> Catalogue:
     requirements: dict[str, Requirement] = {}
-    origin: dict[str, str] = {}
+    origin: dict[str, _Locator] = {}
     families: dict[str, Family] = {}
     for path in files:
         data, text = read_yaml(path)
@@ -66,14 +66,31 @@ def _load(files: list[Path]) -> Catalogue:
         family = _family(data["family"], path, text)
         families[family.id] = family
         for index, raw in enumerate(data["requirements"]):
-            here = f"{where(path, text, ['requirements', index])}: requirements[{index}] ({raw['id']})"
-            req = _requirement(raw, family, here)
+            locate = _Locator(path, text, index, raw["id"])
+            req = _requirement(raw, family, locate)
             if req.id in requirements:
-                raise SpecError(f"{here}: duplicate requirement ID {req.id}, already defined at {origin[req.id]}")
+                raise SpecError(f"{locate}: duplicate requirement ID {req.id}, already defined at "
+                                f"{origin[req.id].position()} ({origin[req.id].label()})")
             requirements[req.id] = req
-            origin[req.id] = here.rsplit(": ", 1)[0]
+            origin[req.id] = locate
     return Catalogue(requirements=MappingProxyType(requirements), families=MappingProxyType(families),
                      root=files[0].parent)
+
+
+class _Locator:
+    """Where a requirement is, computed only when an error needs it (finding lines re-parses the file)."""
+
+    def __init__(self, path: Path, text: str, index: int, rid: str) -> None:
+        self.path, self.text, self.index, self.rid = path, text, index, rid
+
+    def position(self) -> str:
+        return where(self.path, self.text, ["requirements", self.index])
+
+    def label(self) -> str:
+        return f"requirements[{self.index}]"
+
+    def __str__(self) -> str:
+        return f"{self.position()}: {self.label()} ({self.rid})"
 
 
 def _family(raw: Mapping[str, Any], path: Path, text: str) -> Family:
@@ -84,7 +101,7 @@ def _family(raw: Mapping[str, Any], path: Path, text: str) -> Family:
                   prefixes=tuple(raw.get("prefixes", ())))
 
 
-def _requirement(raw: Mapping[str, Any], family: Family, here: str) -> Requirement:
+def _requirement(raw: Mapping[str, Any], family: Family, here: _Locator) -> Requirement:
     rid = raw["id"]
     if family.prefixes and rid.split("-", 1)[0] not in family.prefixes:
         raise SpecError(f"{here}.id: prefix of {rid} is not one of this family's prefixes "
@@ -122,7 +139,7 @@ _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def _parameter(name: str, raw: Mapping[str, Any], here: str) -> Parameter:
+def _parameter(name: str, raw: Mapping[str, Any], here: _Locator) -> Parameter:
     kind = raw["type"]
     default = raw.get("default")
     domain = raw.get("domain")

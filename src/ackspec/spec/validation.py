@@ -20,6 +20,8 @@ from ackspec.spec.errors import SpecError
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
+
 
 def display(path: Path) -> str:
     """A short name for messages: relative to the working directory when possible."""
@@ -36,7 +38,7 @@ def read_yaml(path: Path) -> tuple[Any, str]:
     except OSError as exc:
         raise SpecError(f"{display(path)}: cannot read ({exc.strerror or exc})") from exc
     try:
-        return yaml.safe_load(text), text
+        return yaml.load(text, Loader=_Loader), text
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{display(path)}:{mark.line + 1}:{mark.column + 1}" if mark is not None else display(path)
@@ -62,7 +64,7 @@ def json_path(parts: Sequence[Any]) -> str:
 def line_of(text: str, parts: Sequence[Any]) -> int | None:
     """1-based line of the YAML node at ``parts``, or of its nearest existing ancestor."""
     try:
-        node: Any = yaml.compose(text)
+        node: Any = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError:  # pragma: no cover - text already parsed once
         return None
     line = None

@@ -1,0 +1,92 @@
+"""Finding which tests cite which requirements, statically (no import, no pytest run).
+
+``ackspec spec coverage`` parses every ``*.py`` file under the scanned folders (by default the
+suite, ``src/ackspec/conformance/``, and the repository's ``tests/``) and collects the string
+arguments of calls to ``requirement(...)`` or of any attribute call ending in ``.requirement(...)``
+(``pytest.mark.requirement``, ``markers.requirement``), as decorators or in ``pytestmark``. IDs
+built at run time (variables, f-strings) are not seen: cite IDs as literals.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+MARKER_NAME = "requirement"
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """One requirement ID written in a ``requirement(...)`` call."""
+
+    requirement: str
+    path: Path
+    line: int
+
+    def where(self, base: Path | None = None) -> str:
+        path = self.path
+        if base is not None:
+            with contextlib.suppress(ValueError):
+                path = path.resolve().relative_to(base.resolve())
+        return f"{path}:{self.line}"
+
+
+def _is_marker_call(node: ast.Call) -> bool:
+    func = node.func
+    return (isinstance(func, ast.Name) and func.id == MARKER_NAME) or (
+        isinstance(func, ast.Attribute) and func.attr == MARKER_NAME)
+
+
+def _strings(node: ast.expr) -> Iterator[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield node.value
+    elif isinstance(node, ast.List | ast.Tuple | ast.Set):
+        for element in node.elts:
+            yield from _strings(element)
+    elif isinstance(node, ast.Starred):
+        yield from _strings(node.value)
+
+
+def citations_in_source(source: str, path: Path) -> list[Citation]:
+    """Citations in one module's source; a file that does not parse cites nothing."""
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except (SyntaxError, ValueError):
+        return []
+    found: list[Citation] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _is_marker_call(node):
+            for arg in node.args:
+                found.extend(Citation(rid, path, arg.lineno) for rid in _strings(arg))
+    return found
+
+
+def scan(paths: Iterable[Path]) -> list[Citation]:
+    """Citations in every ``*.py`` under the given files and folders, in path order."""
+    found: list[Citation] = []
+    for root in paths:
+        files = [root] if root.is_file() else sorted(root.rglob("*.py")) if root.is_dir() else []
+        for file in files:
+            if "__pycache__" in file.parts:
+                continue
+            try:
+                source = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            found.extend(citations_in_source(source, file))
+    return found
+
+
+def default_scan_paths() -> list[Path]:
+    """The suite package and, in a source checkout, the repository's ``tests/``."""
+    package = Path(__file__).resolve().parent.parent
+    paths = [package / "conformance"]
+    repo = package.parent.parent
+    if (repo / "pyproject.toml").is_file() and (repo / "tests").is_dir():
+        paths.append(repo / "tests")
+    elif (Path.cwd() / "tests").is_dir():
+        paths.append(Path.cwd() / "tests")
+    return paths
