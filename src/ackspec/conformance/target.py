@@ -31,6 +31,7 @@ from ackspec.history import Recorder
 EMBEDDED_URL = "reference://embedded"
 EMBEDDED_AMQP_URL = "reference+amqp://embedded"
 """The embedded reference broker driven over AMQP 1.0 by the proton driver (restart and faults included)."""
+EMBEDDED_PREFIXES = ("reference:", "embedded:", "reference+amqp:", "embedded+amqp:")
 DEFAULT_PORTS = {"stomp": 61613, "amqp": 5672}
 
 
@@ -125,6 +126,8 @@ def deviations_of(profile: Mapping[str, Any] | None) -> list[KnownDeviation]:
 
 def probe(url: str, timeout: float = 2.0) -> None:
     """Raise :class:`TargetUnavailable` with one clear line unless something accepts TCP at ``url``."""
+    if url.startswith(EMBEDDED_PREFIXES):
+        return  # started in-process, nothing to probe
     parts = urlsplit(url)
     scheme = parts.scheme.split("+")[-1]
     host = parts.hostname or "127.0.0.1"
@@ -192,7 +195,7 @@ def resolve(url: str | None, profile_name: str | None, *, fault: str | None = No
     profile = load_profile(profile_name) if profile_name else None
     settings = TargetSettings.from_profile(profile)
     deviations = deviations_of(profile)
-    if url is None or url.startswith(("reference:", "embedded:", "reference+amqp:", "embedded+amqp:")):
+    if url is None or url.startswith(EMBEDDED_PREFIXES):
         from ackspec.adapters.reference import start_embedded  # noqa: PLC0415
 
         amqp = url is not None and "+amqp:" in url
