@@ -1,0 +1,362 @@
+"""ActiveMQ consumer acknowledgement behaviour (seed 003) and the JMS ack/session rules on the client side.
+
+The acknowledgement types a client sends (DELIVERED=0, POISON=1, STANDARD=2, REDELIVERED=3,
+INDIVIDUAL=4, UNMATCHED=5) are observed as ``ack`` events of the client under test; their
+effect is observed at the broker (redelivery, dead-letter queue) on an observer connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from ackspec.conformance.client.conftest import TIMEOUT, Env
+from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError
+from ackspec.conformance.markers import requirement
+
+MakeCut = Callable[..., ClientUnderTest]
+AUTO, CLIENT, DUPS_OK, INDIVIDUAL = 1, 2, 3, 4
+DELIVERED, POISON, STANDARD, REDELIVERED, INDIVIDUAL_ACK, UNMATCHED = range(6)
+
+
+def fill(make_cut: MakeCut, destination: str, count: int, **props: str) -> None:
+    """Put ``count`` messages on ``destination`` with a separate, plain connection."""
+    feeder = make_cut()
+    p = feeder.producer(feeder.session())
+    for i in range(count):
+        feeder.sync_send(p, destination, b"%d" % i, persistent=True, properties=props or None)
+
+
+def acks(cut: ClientUnderTest, kind: int | None = None) -> list[tuple[int, int]]:
+    return [(e["ack_type"], len(e["messages"])) for e in cut.events.of("ack")
+            if kind is None or e["ack_type"] == kind]
+
+
+def ack_cut(make_cut: MakeCut, **options: object) -> ClientUnderTest:
+    cut = make_cut(**options)
+    cut.require(ClientFeature.ACK_MODES, ClientFeature.ACK_TYPES)
+    return cut
+
+
+@requirement("AMQ-ACKMODE-VALUES", "AMQ-ACKMODE-PER-SESSION")
+def test_ack_mode_values(cut: ClientUnderTest) -> None:
+    cut.require(ClientFeature.ACK_MODES)
+    for mode in (1, 2, 3, 4):
+        cut.session(ack_mode=mode)
+    for bad in (0, 5, -1):
+        with pytest.raises(CutError):
+            cut.session(ack_mode=bad)
+    cut.session(transacted=True, ack_mode=2)  # a transacted session ignores the mode
+
+
+@requirement("AMQ-SYNC-RECEIVE-ACK-BEFORE-RETURN", "JMS-6.2.10-AUTO-ACK")
+def test_auto_receive_acks_before_returning(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 2)
+    cut = ack_cut(make_cut)
+    c = cut.consumer(cut.session(ack_mode=AUTO), q)
+    for expected in (1, 2):
+        assert cut.receive(c, TIMEOUT) is not None
+        assert acks(cut) == [(STANDARD, 1)] * expected, "receive() returned before the message was acked"
+
+
+@requirement("AMQ-LISTENER-ACK-AFTER-RETURN")
+def test_listener_message_acked_after_on_message(make_cut: MakeCut, env: Env) -> None:
+    cut = ack_cut(make_cut)
+    cut.require(ClientFeature.LISTENER)
+    q = env.queue()
+    cut.consumer(cut.session(ack_mode=AUTO), q, listener=True)
+    fill(make_cut, q, 1)
+    events = cut.events.wait_count("ack", 1, TIMEOUT)
+    [message] = cut.events.of("message")
+    assert events[0]["ack_type"] == STANDARD and events[0].index > message.index
+
+
+@requirement("AMQ-LISTENER-EXCEPTION-REDELIVERED-ACK", "JMS-8.7-LISTENER-THROWS-AUTO-REDELIVERS")
+def test_listener_exception_sends_redelivered_ack_and_message_returns(make_cut: MakeCut, env: Env) -> None:
+    cut = ack_cut(make_cut)
+    cut.require(ClientFeature.LISTENER)
+    q = env.queue()
+    cut.consumer(cut.session(ack_mode=AUTO), q, listener=True, fail_first=1)
+    fill(make_cut, q, 1)
+    messages = cut.events.wait_count("message", 2, TIMEOUT)
+    assert [(m["redelivered"], m["delivery_count"]) for m in messages[:2]] == [(False, 1), (True, 2)]
+    cut.events.wait_count("ack", 2, TIMEOUT)
+    assert [a[0] for a in acks(cut)][:2] == [REDELIVERED, STANDARD]
+
+
+@requirement("AMQ-RECEIVE-AND-LISTENER-EXCLUSIVE")
+def test_receive_on_listener_consumer_is_illegal(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.LISTENER)
+    c = cut.consumer(cut.session(), env.queue(), listener=True)
+    with pytest.raises(CutError) as info:
+        cut.receive(c, 0.1)
+    assert info.value.kind == "IllegalStateError"
+
+
+@requirement("AMQ-OPTIMIZE-ACK-BATCH-FACTOR", "AMQ-DUPS-OK-QUEUE-AS-OPTIMIZED-AUTO")
+@pytest.mark.parametrize(("mode", "optimize"), [(AUTO, True), (DUPS_OK, False)])
+def test_lazy_acks_batch_at_065_prefetch(make_cut: MakeCut, env: Env, mode: int, optimize: bool) -> None:
+    q = env.queue()
+    fill(make_cut, q, 7)
+    cut = ack_cut(make_cut, prefetch=10, optimize_acknowledge=optimize, optimize_acknowledge_timeout=60)
+    c = cut.consumer(cut.session(ack_mode=mode), q)
+    for _ in range(6):
+        assert cut.receive(c, TIMEOUT) is not None
+    assert acks(cut) == [], "acked before 0.65 x prefetch messages were consumed"
+    assert cut.receive(c, TIMEOUT) is not None
+    assert acks(cut) == [(STANDARD, 7)]
+
+
+@requirement("AMQ-DUPS-OK-TOPIC-BATCH")
+def test_dups_ok_on_topic_batches_at_half_prefetch(make_cut: MakeCut, env: Env) -> None:
+    t = env.topic()
+    cut = ack_cut(make_cut, prefetch=10)
+    c = cut.consumer(cut.session(ack_mode=DUPS_OK), t)
+    fill(make_cut, t, 5)
+    for _ in range(5):
+        assert cut.receive(c, TIMEOUT) is not None
+    assert acks(cut) == [(STANDARD, 5)]
+    assert acks(cut, DELIVERED) == []
+
+
+@requirement("AMQ-OPTIMIZE-ACK-TIMEOUT")
+def test_optimized_acks_flushed_after_timeout(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 1)
+    cut = ack_cut(make_cut, prefetch=100, optimize_acknowledge=True, optimize_acknowledge_timeout=0.2)
+    c = cut.consumer(cut.session(ack_mode=AUTO), q)
+    assert cut.receive(c, TIMEOUT) is not None
+    [event] = cut.events.wait_count("ack", 1, TIMEOUT)
+    assert event["ack_type"] == STANDARD and len(event["messages"]) == 1
+
+
+@requirement("AMQ-OPTIMIZE-ACK-AUTO-ONLY", "AMQ-TX-NO-OPTIMIZE-ACK")
+@pytest.mark.parametrize("transacted", [False, True])
+def test_optimize_ack_ignored_outside_auto(make_cut: MakeCut, env: Env, transacted: bool) -> None:
+    q = env.queue()
+    fill(make_cut, q, 3)
+    cut = ack_cut(make_cut, prefetch=4, optimize_acknowledge=True, optimize_acknowledge_timeout=0.05)
+    s = cut.session(transacted=transacted, ack_mode=CLIENT)
+    c = cut.consumer(s, q)
+    last = None
+    for _ in range(3):
+        last = cut.receive(c, TIMEOUT)
+        assert last is not None
+    assert acks(cut, STANDARD) == [], "a STANDARD ack before acknowledge()/commit()"
+    if transacted:
+        cut.commit(s)
+    else:
+        assert last is not None
+        cut.acknowledge(last.handle)
+    assert acks(cut, STANDARD) == [(STANDARD, 3)]
+
+
+@requirement("AMQ-OPTIMIZE-ACK-NEEDS-PREFETCH")
+def test_optimize_ack_with_prefetch_zero_refused(make_cut: MakeCut) -> None:
+    with pytest.raises(CutError):
+        make_cut(prefetch=0, optimize_acknowledge=True)
+
+
+@requirement("AMQ-CLIENT-DELIVERED-ACK-HALF-PREFETCH")
+def test_client_mode_delivered_ack_at_half_prefetch(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 6)
+    cut = ack_cut(make_cut, prefetch=10)
+    c = cut.consumer(cut.session(ack_mode=CLIENT), q)
+    for _ in range(4):
+        assert cut.receive(c, TIMEOUT) is not None
+    assert acks(cut) == []
+    message = cut.receive(c, TIMEOUT)
+    assert acks(cut) == [(DELIVERED, 5)]
+    assert message is not None
+    cut.acknowledge(message.handle)
+    assert acks(cut) == [(DELIVERED, 5), (STANDARD, 5)]
+
+
+@requirement("AMQ-CLIENT-ACK-SESSION-WIDE", "JMS-6.2.10-CLIENT-ACK-CUMULATIVE")
+def test_client_acknowledge_covers_every_consumer_of_the_session(make_cut: MakeCut, env: Env) -> None:
+    qa, qb = env.queue("a"), env.queue("b")
+    fill(make_cut, qa, 2)
+    fill(make_cut, qb, 1)
+    cut = ack_cut(make_cut)
+    s = cut.session(ack_mode=CLIENT)
+    ca, cb = cut.consumer(s, qa), cut.consumer(s, qb)
+    assert cut.receive(ca, TIMEOUT) is not None
+    first_b = cut.receive(cb, TIMEOUT)
+    assert cut.receive(ca, TIMEOUT) is not None
+    assert first_b is not None
+    cut.acknowledge(first_b.handle)
+    assert sorted(acks(cut)) == [(STANDARD, 1), (STANDARD, 2)]
+    cut.close()
+    assert env.drain(qa, 1, timeout=0.3) == [] and env.drain(qb, 1, timeout=0.3) == []
+
+
+@requirement("AMQ-ACKMODE-INDIVIDUAL")
+def test_individual_acknowledge_acks_one(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 2)
+    cut = ack_cut(make_cut)
+    c = cut.consumer(cut.session(ack_mode=INDIVIDUAL), q)
+    m0, m1 = cut.receive(c, TIMEOUT), cut.receive(c, TIMEOUT)
+    assert m0 is not None and m1 is not None
+    cut.acknowledge(m1.handle)
+    assert acks(cut) == [(INDIVIDUAL_ACK, 1)]
+    cut.close()
+    assert [m.body for m in env.drain(q, 2)] == [m0.body]
+
+
+@requirement("JMS-3.6-ACKNOWLEDGE-IGNORED-WHEN-AUTOMATIC")
+def test_acknowledge_ignored_in_auto_mode(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 1)
+    cut = ack_cut(make_cut)
+    c = cut.consumer(cut.session(ack_mode=AUTO), q)
+    message = cut.receive(c, TIMEOUT)
+    assert message is not None
+    cut.acknowledge(message.handle)
+    assert acks(cut) == [(STANDARD, 1)]
+
+
+@requirement("AMQ-TX-COMMIT-ACKS-ALL", "JMS-6.2.7-CHAINED-TRANSACTIONS")
+def test_commit_acks_everything_and_starts_next_transaction(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 3)
+    cut = ack_cut(make_cut)
+    cut.require(ClientFeature.TRANSACTIONS)
+    s = cut.session(transacted=True)
+    c = cut.consumer(s, q)
+    for _ in range(3):
+        assert cut.receive(c, TIMEOUT) is not None
+    cut.commit(s)
+    assert acks(cut) == [(STANDARD, 3)]
+    p = cut.producer(s)
+    out = env.queue("out")
+    cut.sync_send(p, out, b"next")  # the next transaction exists without any begin
+    cut.commit(s)
+    assert [m.body for m in env.drain(out, 2)] == [b"next"]
+
+
+@requirement("AMQ-TX-ROLLBACK-INCREMENTS-COUNTER", "JMS-8.7-LISTENER-THROWS-TRANSACTED-NEXT")
+def test_rollback_sends_redelivered_and_count_grows(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 1)
+    cut = ack_cut(make_cut)
+    cut.require(ClientFeature.TRANSACTIONS)
+    s = cut.session(transacted=True)
+    c = cut.consumer(s, q)
+    first = cut.receive(c, TIMEOUT)
+    assert first is not None and first.delivery_count == 1
+    cut.rollback(s)
+    assert acks(cut) == [(REDELIVERED, 1)]
+    again = cut.receive(c, TIMEOUT)
+    assert again is not None and again.redelivered and again.delivery_count == 2
+    cut.commit(s)
+
+
+@requirement("AMQ-REDELIVERY-MAX")
+def test_poison_ack_after_maximum_redeliveries(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 1)
+    cut = ack_cut(make_cut, maximum_redeliveries=1)
+    cut.require(ClientFeature.LISTENER)
+    cut.consumer(cut.session(ack_mode=AUTO), q, listener=True, fail_first=99)
+    cut.events.wait_for(lambda evs: any(e.kind == "ack" and e["ack_type"] == POISON for e in evs), TIMEOUT)
+    assert [a[0] for a in acks(cut)] == [REDELIVERED, REDELIVERED, POISON]
+    assert len(cut.events.of("message")) == 2, "delivered to the application beyond 1 + maximumRedeliveries"
+
+
+@requirement("AMQ-PREFETCH-LISTENER-MIN-ONE")
+def test_listener_needs_prefetch_one(make_cut: MakeCut, env: Env) -> None:
+    cut = make_cut(prefetch=0)
+    cut.require(ClientFeature.PREFETCH, ClientFeature.LISTENER)
+    with pytest.raises(CutError):
+        cut.consumer(cut.session(), env.queue(), listener=True)
+
+
+@requirement("AMQ-PREFETCH-ZERO-PULL")
+def test_prefetch_zero_pulls_per_receive(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 2)
+    cut = make_cut(prefetch=0)
+    cut.require(ClientFeature.PREFETCH, ClientFeature.ACK_TYPES)
+    c = cut.consumer(cut.session(), q)
+    assert cut.receive(c, TIMEOUT) is not None
+    assert cut.receive(c, TIMEOUT) is not None
+    assert len(cut.events.of("pull")) == 2
+
+
+@requirement("AMQ-ACKTYPE-UNMATCHED")
+def test_selector_mismatch_acked_unmatched(make_cut: MakeCut, env: Env) -> None:
+    t = env.topic()
+    cut = ack_cut(make_cut)
+    cut.require(ClientFeature.SELECTOR)
+    c = cut.consumer(cut.session(), t, selector="colour = 'red'")
+    feeder = make_cut()
+    p = feeder.producer(feeder.session())
+    feeder.sync_send(p, t, b"blue", properties={"colour": "blue"})
+    feeder.sync_send(p, t, b"red", properties={"colour": "red"})
+    message = cut.receive(c, TIMEOUT)
+    assert message is not None and message.body == b"red"
+    assert acks(cut) == [(UNMATCHED, 1), (STANDARD, 1)]
+
+
+@requirement("JMS-6.2.10-RECOVER-RESTARTS", "JMS-6.2.10-RECOVER-MARKS-REDELIVERED",
+             "JMS-8.7-LISTENER-THROWS-CLIENT-NEXT")
+def test_recover_redelivers_unacknowledged(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 2)
+    cut = ack_cut(make_cut)
+    cut.require(ClientFeature.RECOVER)
+    s = cut.session(ack_mode=CLIENT)
+    c = cut.consumer(s, q)
+    first = [cut.receive(c, TIMEOUT) for _ in range(2)]
+    assert all(m is not None for m in first)
+    cut.recover(s)
+    assert acks(cut) == [(REDELIVERED, 2)]
+    again = [cut.receive(c, TIMEOUT) for _ in range(2)]
+    assert [(m.body, m.redelivered, m.delivery_count) for m in again if m] == [
+        (m.body, True, 2) for m in first if m]
+
+
+@requirement("JMS-6.1.8-ACK-AFTER-CLOSE-ILLEGAL", "JMS-6.2.15-CLOSE-DOES-NOT-ACK")
+def test_acknowledge_after_close_is_illegal_and_close_does_not_ack(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 1)
+    cut = ack_cut(make_cut)
+    s = cut.session(ack_mode=CLIENT)
+    message = cut.receive(cut.consumer(s, q), TIMEOUT)
+    assert message is not None
+    cut.close_session(s)
+    with pytest.raises(CutError) as info:
+        cut.acknowledge(message.handle)
+    assert info.value.kind == "IllegalStateError"
+    assert acks(cut, STANDARD) == []
+    cut.close()
+    assert [m.body for m in env.drain(q, 1)] == [message.body]
+
+
+@requirement("JMS-6.2.15-USE-AFTER-CLOSE-ILLEGAL", "JMS-6.2.15-DOUBLE-CLOSE-HARMLESS")
+def test_closed_session_refuses_use_and_closes_twice(cut: ClientUnderTest, env: Env) -> None:
+    s = cut.session()
+    p = cut.producer(s)
+    cut.close_session(s)
+    cut.close_session(s)
+    with pytest.raises(CutError) as info:
+        cut.sync_send(p, env.queue(), b"x")
+    assert info.value.kind == "IllegalStateError"
+
+
+@requirement("JMS-6.2.13-SERIAL-LISTENER-DELIVERY")
+def test_listeners_of_a_session_run_one_at_a_time(make_cut: MakeCut, env: Env) -> None:
+    cut = make_cut()
+    cut.require(ClientFeature.LISTENER)
+    qa, qb = env.queue("a"), env.queue("b")
+    s = cut.session()
+    cut.consumer(s, qa, listener=True)
+    cut.consumer(s, qb, listener=True)
+    fill(make_cut, qa, 5)
+    fill(make_cut, qb, 5)
+    events = cut.events.wait_count("message", 10, TIMEOUT)
+    assert len(events) == 10 and max(e["concurrent"] for e in events) == 1
