@@ -61,7 +61,7 @@ def citations_in_source(source: str, path: Path) -> list[Citation]:
         if isinstance(node, ast.Call) and _is_marker_call(node):
             for arg in node.args:
                 found.extend(Citation(rid, path, arg.lineno) for rid in _strings(arg))
-    return found
+    return sorted(found, key=lambda c: c.line)  # stable: same-line citations keep argument order
 
 
 def scan(paths: Iterable[Path]) -> list[Citation]:
