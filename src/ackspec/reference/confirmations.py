@@ -136,6 +136,11 @@ class ConfirmationProxy:
         self._cond = threading.Condition(self._lock)
         self._gates: list[Gate] = []
         self._frames_seen: list[tuple[str, str | None, int]] = []
+        self.client_frames: list[tuple[int, Frame]] = []
+        """Every frame clients wrote, with the proxy connection number (wire-level client tests)."""
+        self.broker_frames: list[tuple[int, Frame]] = []
+        """Every frame the broker wrote (before gating)."""
+        self.closed_links: list[int] = []
         self._links: list[_Link] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -220,6 +225,11 @@ class ConfirmationProxy:
             self._cond.wait_for(lambda: self.seen(command, destination) >= count, timeout)
             return self.seen(command, destination)
 
+    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``predicate()`` holds (checked whenever the proxy sees traffic)."""
+        with self._cond:
+            return self._cond.wait_for(predicate, timeout)
+
     def clear(self) -> None:
         """Release every gate and forget counts (between tests)."""
         for gate in list(self._gates):
@@ -227,6 +237,8 @@ class ConfirmationProxy:
         with self._lock:
             self._gates.clear()
             self._frames_seen.clear()
+            self.client_frames.clear()
+            self.broker_frames.clear()
 
     # -- pumping ----------------------------------------------------------------------------------
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -259,8 +271,10 @@ class ConfirmationProxy:
         for w in (writer, up_writer):
             with contextlib.suppress(Exception):
                 w.close()
-        with self._lock:
+        with self._cond:
             self._links.remove(link)
+            self.closed_links.append(link.number)
+            self._cond.notify_all()
 
     def _enqueue(self, queue: deque[tuple[float, bytes]], wake: asyncio.Event, data: bytes) -> None:
         queue.append((time.monotonic() + self.one_way_delay, data))
@@ -301,6 +315,7 @@ class ConfirmationProxy:
                         continue
                     destination = item.get("destination")
                     self._frames_seen.append((item.command, destination, link.number))
+                    self.client_frames.append((link.number, item))
                     receipt = item.get("receipt")
                     if receipt is not None:
                         link.asked[receipt] = Answered(receipt, item.command, destination, link.number,
@@ -324,6 +339,9 @@ class ConfirmationProxy:
                 self._enqueue(link.to_client, link.wake_client, data)
                 continue
             out: list[bytes] = []
+            with self._cond:
+                self.broker_frames.extend((link.number, i) for i in items if isinstance(i, Frame))
+                self._cond.notify_all()
             for item in items:
                 if isinstance(item, HeartBeat):
                     out.append(b"\n")

@@ -74,10 +74,27 @@ class Background:
 class Env:
     def __init__(self, broker: EmbeddedBroker, proxy: ConfirmationProxy) -> None:
         self.broker = broker
-        self.proxy = proxy
+        self._proxy = proxy
         self.url = proxy.stomp_url
+        self.protocol = "stomp"
         self.tag = uuid.uuid4().hex[:8]
         self._observer: Any = None
+
+    @property
+    def proxy(self) -> ConfirmationProxy:
+        """The confirmation-control proxy; it speaks STOMP, so AMQP clients cannot use it."""
+        if self.protocol != "stomp":
+            raise NotApplicable(f"confirmation gates speak STOMP; the client under test speaks {self.protocol}")
+        return self._proxy
+
+    def url_for(self, protocol: str) -> str:
+        self.protocol = protocol
+        if protocol == "amqp":
+            url = self.broker.amqp_url
+            if url is None:
+                raise NotApplicable("the reference broker runs without its AMQP listener")
+            return url
+        return self.url
 
     def queue(self, name: str = "q") -> str:
         return f"/queue/cc.{self.tag}.{name}"
@@ -111,12 +128,12 @@ class Env:
         if self._observer is not None:
             self._observer.close()
         self.broker.faults.clear()
-        self.proxy.clear()
+        self._proxy.clear()
 
 
 @pytest.fixture(scope="session")
 def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(persistent=False) as b:
+    with EmbeddedBroker(persistent=False, amqp=True) as b:
         yield b
 
 
@@ -150,12 +167,12 @@ def make_cut(request: pytest.FixtureRequest, env: Env) -> Iterator[Callable[...,
     def make(**options: Any) -> ClientUnderTest:
         cut = build()
         opened.append(cut)
-        cut.open(env.url, options)
+        cut.open(env.url_for(getattr(cut, "protocol", "stomp")), options)
         return cut
 
     yield make
     for cut in opened:
-        env.proxy.clear()  # release held receipts so close() can finish
+        env._proxy.clear()  # release held receipts so close() can finish
         with contextlib.suppress(CutError, NotApplicable):
             cut.close()
 

@@ -155,6 +155,7 @@ def test_optimize_ack_ignored_outside_auto(make_cut: MakeCut, env: Env, transact
 
 @requirement("AMQ-OPTIMIZE-ACK-NEEDS-PREFETCH")
 def test_optimize_ack_with_prefetch_zero_refused(make_cut: MakeCut) -> None:
+    make_cut().require(ClientFeature.ACK_TYPES)
     with pytest.raises(CutError):
         make_cut(prefetch=0, optimize_acknowledge=True)
 
@@ -339,6 +340,7 @@ def test_acknowledge_after_close_is_illegal_and_close_does_not_ack(make_cut: Mak
 
 @requirement("JMS-6.2.15-USE-AFTER-CLOSE-ILLEGAL", "JMS-6.2.15-DOUBLE-CLOSE-HARMLESS")
 def test_closed_session_refuses_use_and_closes_twice(cut: ClientUnderTest, env: Env) -> None:
+    cut.require(ClientFeature.ACK_MODES)
     s = cut.session()
     p = cut.producer(s)
     cut.close_session(s)

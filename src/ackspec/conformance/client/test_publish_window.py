@@ -108,5 +108,6 @@ def test_rejection_alone_reopens_the_window_by_one(make_cut: MakeCut, env: Env) 
 @requirement("SOLACE-WINDOW-SIZE-DOMAIN")
 @pytest.mark.parametrize("size", [256, -1])
 def test_window_size_outside_1_255_refused(make_cut: MakeCut, size: int) -> None:
+    make_cut().require(ClientFeature.PUBLISH_WINDOW)
     with pytest.raises(CutError):
         make_cut(publish_window_size=size)
