@@ -190,7 +190,7 @@ class Target:
 def resolve(url: str | None, profile_name: str | None, *, fault: str | None = None,
             broker_options: Mapping[str, Any] | None = None) -> Target:
     """Load the profile, then start the embedded broker (no URL) or probe the URL."""
-    if url is None and profile_name is None:
+    if (url is None or url.startswith(EMBEDDED_PREFIXES)) and profile_name is None:
         profile_name = "reference" if "reference" in available_profiles() else None
     profile = load_profile(profile_name) if profile_name else None
     settings = TargetSettings.from_profile(profile)
