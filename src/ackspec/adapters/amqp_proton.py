@@ -920,6 +920,15 @@ class ProtonClient(Client):
     def _crash(self) -> None:
         self.wire.crash()
 
+    def close(self) -> None:
+        """Clean-up without recording (the harness's end of test): close politely if still connected."""
+        if self.wire.closed:
+            return
+        with contextlib.suppress(Exception):
+            self.wire.conn.close()
+            self.wire.flush()
+        self.wire._lost("closed by clean-up")
+
 
 class ProtonAdapter(Adapter):
     """Adapter for ``amqp://`` targets through python-qpid-proton's engine."""

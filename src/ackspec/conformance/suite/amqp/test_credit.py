@@ -1,0 +1,112 @@
+"""Link credit and drain (AMQP 1.0 section 2.6.7).
+
+The tests grant credit by hand (``amqp-credit: manual``: the driver never tops it up) and
+count transfers against it. Absence is checked with a round trip on the same connection
+(the broker's answer to a link attach): transfers the broker sent before answering have
+been read by then.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ackspec.adapters.base import AckMode, Capability, Delivery
+from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.suite.amqp.support import amqp_client, unsettled_modes
+from ackspec.conformance.verdicts import Checks, check
+
+requirement = pytest.mark.requirement
+
+
+@requirement("AMQP-2.6.7-INITIAL-CREDIT-ZERO", "AMQP-2.6.7-CREDIT-BOUND", "AMQP-2.6.7-CREDIT-REPLENISH")
+def test_transfers_never_exceed_credit(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.PREFETCH, Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    q = harness.queue()
+    harness.send_seq(c, q, range(8))
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=0, headers=unsettled_modes())
+    checks = Checks()
+    c.round_trip(q)
+    granted, transfers = c.accounting(sub)
+    checks.check(transfers == 0, "AMQP-2.6.7-INITIAL-CREDIT-ZERO",
+                 f"{transfers} transfers arrived on a link that was given no credit")
+    c.flow(sub, 2)
+    first = harness.receive_n(c, sub, 2)
+    c.round_trip(q)
+    granted, transfers = c.accounting(sub)
+    checks.check(len(first) == 2, "AMQP-2.6.7-CREDIT-REPLENISH", f"credit 2 with 8 queued gave {seqs(first)}")
+    checks.check(transfers <= granted, "AMQP-2.6.7-CREDIT-BOUND",
+                 f"{transfers} transfers for {granted} credit granted")
+    c.flow(sub, 3)  # exactly three more
+    more = harness.receive_n(c, sub, 3)
+    c.round_trip(q)
+    granted, transfers = c.accounting(sub)
+    checks.check(len(more) == 3, "AMQP-2.6.7-CREDIT-REPLENISH",
+                 f"flow adding 3 credit (5 queued) let {len(more)} through: {seqs(more)}")
+    checks.check(transfers <= granted and transfers == 5, "AMQP-2.6.7-CREDIT-BOUND",
+                 f"{transfers} transfers for {granted} credit granted (expected exactly 5)")
+    checks.check(c.credit(sub) == 0, "AMQP-2.6.7-CREDIT-BOUND", f"credit left {c.credit(sub)}, expected 0")
+    checks.done()
+
+
+@requirement("AMQP-2.6.7-DRAIN")
+def test_drain_with_nothing_available(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.PREFETCH, Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    q = harness.queue("empty")
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=4, headers=unsettled_modes())
+    result = c.drain(sub)
+    checks = Checks()
+    checks.check(result.echoed, "AMQP-2.6.7-DRAIN", "the sender did not answer the drain with its flow state")
+    checks.check(result.credit_after == 0, "AMQP-2.6.7-DRAIN",
+                 f"after draining an empty queue the link still has {result.credit_after} of "
+                 f"{result.credit_before} credit")
+    checks.check(not result.delivered, "AMQP-2.6.7-DRAIN", f"draining an empty queue delivered {result.delivered}")
+    # the credit is gone: a message sent now must wait for new credit
+    harness.send_seq(c, q, [0])
+    c.round_trip(q)
+    _granted, transfers = c.accounting(sub)
+    checks.check(transfers == 0, "AMQP-2.6.7-DRAIN", f"{transfers} transfers after the drain used up the credit")
+    c.flow(sub, 1)
+    checks.check(seqs(harness.receive_n(c, sub, 1)) == [0], "AMQP-2.6.7-DRAIN",
+                 "a message queued after the drain did not arrive once credit was granted")
+    checks.done()
+
+
+@requirement("AMQP-2.6.7-DRAIN", "AMQP-2.6.7-CREDIT-BOUND")
+def test_drain_sends_what_is_there_then_stops(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.PREFETCH, Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    q = harness.queue()
+    harness.send_seq(c, q, range(2))
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=0, headers=unsettled_modes())
+    result = c.drain(sub, credit=5)
+    got = seqs(result.delivered)
+    checks = Checks()
+    checks.check(sorted(got) == [0, 1], "AMQP-2.6.7-DRAIN", f"drain with 5 credit and 2 queued delivered {got}")
+    checks.check(result.credit_after == 0, "AMQP-2.6.7-DRAIN", f"credit left after the drain: {result.credit_after}")
+    checks.check(result.transfers <= result.granted, "AMQP-2.6.7-CREDIT-BOUND",
+                 f"{result.transfers} transfers for {result.granted} credit")
+    checks.done()
+
+
+@requirement("AMQP-2.6.7-CREDIT-BOUND")
+def test_prefetch_credit_with_acknowledgements(harness: Harness) -> None:
+    """The driver's prefetch mapping: held unsettled deliveries + credit never exceed the prefetch."""
+    harness.require(Capability.QUEUES, Capability.PREFETCH, Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    q = harness.queue()
+    harness.send_seq(c, q, range(6))
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=2)
+    held = harness.receive_n(c, sub, 2)
+    c.round_trip(q)
+    _granted, transfers = c.accounting(sub)
+    check(transfers == 2, "AMQP-2.6.7-CREDIT-BOUND", f"prefetch 2 (credit 2): {transfers} transfers before any ack")
+    for d in held:
+        c.ack(d)  # each settlement gives one credit back
+    rest: list[Delivery] = []
+    while len(rest) < 4 and (nxt := c.receive(sub)) is not None:
+        rest.append(nxt)
+        c.ack(nxt)
+    check(sorted(seqs(held + rest)) == list(range(6)), "AMQP-2.6.7-CREDIT-BOUND",
+          f"after acknowledging, the rest did not arrive: {seqs(held + rest)}")

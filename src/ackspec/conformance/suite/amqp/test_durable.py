@@ -1,0 +1,58 @@
+"""Durable messages across a broker restart (needs a target the harness can restart: the
+reference broker, ``--target reference+amqp://embedded``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ackspec.adapters.base import AckMode, Capability
+from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.suite.amqp.support import amqp_client
+from ackspec.conformance.verdicts import Checks
+
+requirement = pytest.mark.requirement
+
+
+@requirement("AMQP-3.2.1-DURABLE-SURVIVES", "AMQP-3.2.1-ACCEPTED-AFTER-DURABLE")
+def test_accepted_durable_messages_survive_restart(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.PERSISTENCE, Capability.BROKER_RESTART, Capability.RECEIPTS)
+    c = amqp_client(harness, "producer")
+    q = harness.queue()
+    harness.send_seq(c, q, range(5), persistent=True)  # each waits for accepted: durable by then
+    harness.restart_broker()  # crash-stop, replay the journal
+    consumer = amqp_client(harness, "after-restart")
+    sub = consumer.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=10)
+    got = harness.receive_n(consumer, sub, 5)
+    for d in got:
+        consumer.ack(d)
+    checks = Checks()
+    checks.check(sorted(seqs(got)) == list(range(5)), "AMQP-3.2.1-ACCEPTED-AFTER-DURABLE",
+                 f"accepted durable messages lost in a restart: got {sorted(seqs(got))} of [0..4]")
+    checks.check(all(d.headers.get("amqp:durable") == "true" for d in got), "AMQP-3.2.1-DURABLE-SURVIVES",
+                 "messages after the restart lost their durable header")
+    checks.check(len(got) == 5, "AMQP-3.2.1-DURABLE-SURVIVES", f"{len(got)} of 5 durable messages after restart")
+    checks.done()
+
+
+@requirement("AMQP-3.2.1-DURABLE-SURVIVES", "AMQP-3.5.2-NO-RESEND-ACCEPTED")
+def test_settled_accepts_survive_restart(harness: Harness) -> None:
+    """Accepted with rcv-settle-mode second (the broker settles once applied): not redelivered after a restart."""
+    harness.require(Capability.QUEUES, Capability.PERSISTENCE, Capability.BROKER_RESTART,
+                    Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    q = harness.queue()
+    harness.send_seq(c, q, range(4), persistent=True)
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, headers={"amqp-rcv-settle-mode": "second"})
+    got = harness.expect_n(c, sub, 4, "AMQP-3.2.1-DURABLE-SURVIVES")
+    second = c.link_modes(sub).rcv_settle_remote == 1
+    for d in got[:2]:
+        c.ack(d)  # mode second: returns once the broker settled (applied and journalled)
+    harness.restart_broker()
+    after = harness.drain(q)
+    checks = Checks()
+    if second:
+        checks.check(not {0, 1} & set(seqs(after)), "AMQP-3.5.2-NO-RESEND-ACCEPTED",
+                     f"accepted and settled messages came back after a restart: {seqs(after)}")
+    checks.check({2, 3} <= set(seqs(after)), "AMQP-3.2.1-DURABLE-SURVIVES",
+                 f"unacknowledged durable messages lost in a restart: got {seqs(after)}")
+    checks.done()

@@ -1,0 +1,183 @@
+"""Outcomes and the message header: accepted, released, modified, rejected; delivery-count and first-acquirer.
+
+Each test receives on an unsettled link (``CLIENT_INDIVIDUAL``), settles with one outcome,
+and then observes the message again or its absence. Absence is always checked with a
+barrier: a sentinel sent after the settlement, behind anything the outcome put back.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ackspec.adapters.base import AckMode, Capability, NackOutcome
+from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.suite.amqp.support import amqp_client, amqp_count, first_acquirer
+from ackspec.conformance.verdicts import Checks, RequirementViolation, check
+
+requirement = pytest.mark.requirement
+
+
+@requirement("AMQP-3.4.2-ACCEPTED-RETIRES", "AMQP-3.5.2-NO-RESEND-ACCEPTED")
+def test_accepted_retires(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=5)
+    harness.send_seq(c, q, range(3))
+    got = harness.expect_n(c, sub, 3, "AMQP-3.4.2-ACCEPTED-RETIRES")
+    for d in got:
+        c.ack(d)
+    live = seqs(harness.barrier(c, q, c, sub))
+    c.disconnect()
+    later = seqs(harness.drain(q, process="drain"))
+    checks = Checks()
+    checks.check(not live, "AMQP-3.5.2-NO-RESEND-ACCEPTED", f"accepted deliveries sent again on the link: {live}")
+    checks.check(not later, "AMQP-3.4.2-ACCEPTED-RETIRES", f"accepted messages still on the queue: {later}")
+    checks.done()
+
+
+@requirement("AMQP-3.2.1-DELIVERY-COUNT-FIRST-ZERO", "AMQP-3.2.1-FIRST-ACQUIRER")
+def test_first_delivery_header(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c, q, range(2))
+    got = harness.expect_n(c, sub, 2, "AMQP-3.2.1-DELIVERY-COUNT-FIRST-ZERO")
+    checks = Checks()
+    checks.check(all(amqp_count(d) == 0 for d in got), "AMQP-3.2.1-DELIVERY-COUNT-FIRST-ZERO",
+                 f"first deliveries have delivery-count {[amqp_count(d) for d in got]}")
+    checks.check(all(first_acquirer(d) for d in got), "AMQP-3.2.1-FIRST-ACQUIRER",
+                 f"first deliveries have first-acquirer {[first_acquirer(d) for d in got]}")
+    checks.done()
+
+
+@requirement("AMQP-3.4.4-RELEASED-AVAILABLE", "AMQP-3.4.4-RELEASED-NO-COUNT")
+def test_released_redelivered_without_count(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
+    harness.send_seq(c, q, [0])
+    first = harness.expect_n(c, sub, 1, "AMQP-3.4.4-RELEASED-AVAILABLE")[0]
+    c.nack(first, outcome=NackOutcome.RELEASED)
+    again = c.receive(sub)
+    if again is None or again.seq != 0:
+        raise RequirementViolation("AMQP-3.4.4-RELEASED-AVAILABLE",
+                                   f"released message not delivered again (got {again and again.seq})")
+    c.ack(again)
+    check(amqp_count(again) == amqp_count(first), "AMQP-3.4.4-RELEASED-NO-COUNT",
+          f"delivery-count went from {amqp_count(first)} to {amqp_count(again)} after released")
+
+
+@requirement("AMQP-3.2.1-FIRST-ACQUIRER")
+def test_released_message_is_not_first_acquired_again(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
+    harness.send_seq(c, q, [0])
+    first = harness.expect_n(c, sub, 1, "AMQP-3.2.1-FIRST-ACQUIRER")[0]
+    c.nack(first, outcome=NackOutcome.RELEASED)
+    again = harness.expect_n(c, sub, 1, "AMQP-3.2.1-FIRST-ACQUIRER", "redelivery")[0]
+    c.ack(again)
+    check(first_acquirer(again) is False, "AMQP-3.2.1-FIRST-ACQUIRER",
+          f"a message acquired and released before came with first-acquirer={first_acquirer(again)}")
+
+
+@requirement("AMQP-3.4.5-MODIFIED-FAILED-COUNTS")
+def test_modified_delivery_failed_counts(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
+    harness.send_seq(c, q, [0])
+    counts = []
+    for _ in range(3):
+        d = c.receive(sub)
+        if d is None:
+            break
+        counts.append(amqp_count(d))
+        if len(counts) < 3:
+            c.nack(d, outcome=NackOutcome.MODIFIED_FAILED)
+        else:
+            c.ack(d)
+    check(counts == [0, 1, 2], "AMQP-3.4.5-MODIFIED-FAILED-COUNTS",
+          f"delivery-count over two modified{{delivery-failed}} settlements: {counts}, expected [0, 1, 2]")
+
+
+@requirement("AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE")
+def test_modified_undeliverable_here_not_redelivered_to_link(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=2)
+    harness.send_seq(c, q, [0])
+    first = harness.expect_n(c, sub, 1, "AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE")[0]
+    c.nack(first, outcome=NackOutcome.MODIFIED_UNDELIVERABLE)
+    back = seqs(harness.barrier(c, q, c, sub))
+    check(0 not in back, "AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE",
+          f"message settled modified{{undeliverable-here}} came back on the same link: {back}")
+
+
+@requirement("AMQP-3.4-OUTCOMES")
+def test_rejected_not_redelivered(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=2)
+    harness.send_seq(c, q, [0])
+    first = harness.expect_n(c, sub, 1, "AMQP-3.4-OUTCOMES")[0]
+    c.nack(first, outcome=NackOutcome.REJECTED)
+    live = seqs(harness.barrier(c, q, c, sub))
+    c.disconnect()
+    later = seqs(harness.drain(q))
+    check(0 not in live + later, "AMQP-3.4-OUTCOMES",
+          f"rejected message delivered again (live {live}, to a new consumer {later})")
+
+
+@requirement("AMQP-3.4.3-REJECTED-COUNTS")
+def test_rejected_goes_to_dead_letter_queue(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES,
+                    Capability.DEAD_LETTER)
+    pattern = harness.settings.dead_letter_queue
+    if not pattern:
+        pytest.skip("the profile names no dead-letter queue")
+    c = amqp_client(harness)
+    q = harness.queue()
+    dlq = pattern.replace("{destination}", q.rsplit("/", 1)[-1])
+    watcher = amqp_client(harness, "dlq")
+    dsub = watcher.subscribe(dlq, ack=AckMode.CLIENT_INDIVIDUAL)
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
+    harness.send_seq(c, q, [0], producer=f"p-{q}")
+    first = harness.expect_n(c, sub, 1, "AMQP-3.4.3-REJECTED-COUNTS")[0]
+    c.nack(first, outcome=NackOutcome.REJECTED)
+    dead = None
+    while (got := watcher.receive(dsub)) is not None:
+        watcher.ack(got)
+        if got.seq == 0 and got.producer == f"p-{q}":
+            dead = got
+            break
+    check(dead is not None, "AMQP-3.4.3-REJECTED-COUNTS", f"rejected message not found on {dlq}")
+
+
+@requirement("AMQP-3.3-ACQUIRED-EXCLUSIVE", "AMQP-3.3-UNSETTLED-RETURN-ON-DETACH")
+def test_acquired_exclusive_and_returned_on_detach(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
+    a, b = amqp_client(harness, "a"), amqp_client(harness, "b")
+    q = harness.queue()
+    sa = a.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
+    harness.send_seq(a, q, [0])
+    held = harness.expect_n(a, sa, 1, "AMQP-3.3-ACQUIRED-EXCLUSIVE")[0]
+    sb = b.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=5)
+    seen_by_b = seqs(harness.barrier(b, q, b, sb))  # a's link has no credit left: the sentinel goes to b
+    checks = Checks()
+    checks.check(held.seq not in seen_by_b, "AMQP-3.3-ACQUIRED-EXCLUSIVE",
+                 f"a message acquired (unsettled) by one link was sent to another: {seen_by_b}")
+    a.unsubscribe(sa)  # detach with the delivery unsettled
+    back = harness.receive_n(b, sb, 1)
+    checks.check(seqs(back) == [0], "AMQP-3.3-UNSETTLED-RETURN-ON-DETACH",
+                 f"unsettled delivery not made available again after detach: other link got {seqs(back)}")
+    for d in back:
+        b.ack(d)
+    checks.done()

@@ -1,0 +1,105 @@
+"""Settlement: sender settle modes (pre-settled vs unsettled), receiver settle modes first/second.
+
+A receiver link asked for ``snd-settle-mode=settled`` must get pre-settled transfers and one
+asked for ``unsettled`` must get unsettled ones (or the broker must say otherwise at attach);
+pre-settled sends are at most once, unsettled sends with an ``accepted`` outcome at least once.
+"""
+
+from __future__ import annotations
+
+import pytest
+from proton import Link
+
+from ackspec.adapters.base import AckMode, Capability, Indeterminate, NotSupported
+from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.suite.amqp.support import amqp_client, settled_on_arrival
+from ackspec.conformance.verdicts import Checks, RequirementViolation, check
+
+requirement = pytest.mark.requirement
+
+
+@requirement("AMQP-2.8.2-SND-SETTLE-MODES", "AMQP-2.7.5-SETTLED-FLAG", "AMQP-2.7.3-SETTLE-MODE-NEGOTIATION")
+def test_settled_and_unsettled_receiver_links(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.ACK_AUTO, Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    q_settled, q_unsettled = harness.queue("settled"), harness.queue("unsettled")
+    pre = c.subscribe(q_settled, ack=AckMode.AUTO)  # snd-settle-mode=settled
+    uns = c.subscribe(q_unsettled, ack=AckMode.CLIENT_INDIVIDUAL)  # snd-settle-mode=unsettled
+    harness.send_seq(c, q_settled, range(3))
+    harness.send_seq(c, q_unsettled, range(3))
+    got_pre = harness.expect_n(c, pre, 3, "AMQP-2.8.2-SND-SETTLE-MODES")
+    got_uns = harness.expect_n(c, uns, 3, "AMQP-2.8.2-SND-SETTLE-MODES")
+    checks = Checks()
+    modes_pre, modes_uns = c.link_modes(pre), c.link_modes(uns)
+    flags_pre = [settled_on_arrival(d) for d in got_pre]
+    flags_uns = [settled_on_arrival(d) for d in got_uns]
+    # 2.7.3: the sender states the mode in use at attach, and then keeps to it
+    checks.check(modes_pre.snd_settle_remote in (Link.SND_SETTLED, Link.SND_MIXED, Link.SND_UNSETTLED),
+                 "AMQP-2.7.3-SETTLE-MODE-NEGOTIATION", f"attach stated snd-settle-mode {modes_pre.snd_settle_remote}")
+    if modes_pre.snd_settle_remote == Link.SND_SETTLED:
+        checks.check(all(flags_pre), "AMQP-2.7.5-SETTLED-FLAG",
+                     f"link attached as settled delivered unsettled transfers: settled flags {flags_pre}")
+    if modes_uns.snd_settle_remote == Link.SND_UNSETTLED:
+        checks.check(not any(flags_uns), "AMQP-2.7.5-SETTLED-FLAG",
+                     f"link attached as unsettled delivered pre-settled transfers: settled flags {flags_uns}")
+    checks.check(modes_pre.snd_settle_remote == Link.SND_SETTLED and all(flags_pre), "AMQP-2.8.2-SND-SETTLE-MODES",
+                 f"asked for settled: broker stated {modes_pre.snd_settle_remote}, transfers settled {flags_pre}")
+    checks.check(modes_uns.snd_settle_remote == Link.SND_UNSETTLED and not any(flags_uns),
+                 "AMQP-2.8.2-SND-SETTLE-MODES",
+                 f"asked for unsettled: broker stated {modes_uns.snd_settle_remote}, transfers settled {flags_uns}")
+    checks.check(modes_pre.snd_settle_remote == Link.SND_SETTLED and modes_uns.snd_settle_remote == Link.SND_UNSETTLED,
+                 "AMQP-2.7.3-SETTLE-MODE-NEGOTIATION",
+                 f"broker did not grant the settle modes asked for: settled -> {modes_pre.snd_settle_remote}, "
+                 f"unsettled -> {modes_uns.snd_settle_remote}")
+    checks.done()
+
+
+@requirement("AMQP-2.6.12-PRESETTLED-AT-MOST-ONCE")
+def test_presettled_sends_at_most_once(harness: Harness) -> None:
+    harness.require(Capability.QUEUES)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.AUTO)
+    harness.send_seq(c, q, range(10), confirm=False)  # pre-settled transfers
+    got = seqs(harness.barrier(c, q, c, sub))
+    # UNDEF for loss (a checker accepts it); a duplicate is never allowed
+    check(len(got) == len(set(got)), "AMQP-2.6.12-PRESETTLED-AT-MOST-ONCE", f"pre-settled sends duplicated: {got}")
+    check(set(got) <= set(range(10)), "AMQP-2.6.12-PRESETTLED-AT-MOST-ONCE", f"unknown seqs delivered: {got}")
+
+
+@requirement("AMQP-2.6.12-UNSETTLED-AT-LEAST-ONCE", "AMQP-2.6.12-DELIVERY-TAG-UNIQUE")
+def test_accepted_sends_arrive(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.RECEIPTS)
+    c = amqp_client(harness)
+    q = harness.queue()
+    harness.send_seq(c, q, range(10))  # unsettled; each waits for accepted
+    consumer = amqp_client(harness, "consumer")
+    sub = consumer.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=10)
+    got = harness.receive_n(consumer, sub, 10)
+    checks = Checks()
+    checks.check(sorted(seqs(got)) == list(range(10)), "AMQP-2.6.12-UNSETTLED-AT-LEAST-ONCE",
+                 f"accepted sends missing: got {sorted(seqs(got))}")
+    tags = [d.ack_id for d in got]
+    checks.check(len(tags) == len(set(tags)), "AMQP-2.6.12-DELIVERY-TAG-UNIQUE",
+                 f"delivery tags reused among unsettled deliveries: {tags}")
+    checks.done()
+
+
+@requirement("AMQP-2.8.3-RCV-SETTLE-MODES", "AMQP-3.4.2-ACCEPTED-RETIRES")
+def test_receiver_settle_mode_second(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, headers={"amqp-rcv-settle-mode": "second"})
+    if c.link_modes(sub).rcv_settle_remote != Link.RCV_SECOND:
+        raise NotSupported("amqp.rcv-settle-second", "the broker stated rcv-settle-mode first at attach (allowed)")
+    harness.send_seq(c, q, range(2))
+    got = harness.expect_n(c, sub, 2, "AMQP-2.8.3-RCV-SETTLE-MODES")
+    for d in got:
+        try:
+            c.ack(d)  # mode second: the driver waits for the broker to settle after applying accepted
+        except Indeterminate as exc:
+            raise RequirementViolation("AMQP-2.8.3-RCV-SETTLE-MODES",
+                                       f"the broker agreed to rcv-settle-mode second but never settled: {exc}") from exc
+    extra = seqs(harness.barrier(c, q, c, sub))
+    check(not extra, "AMQP-3.4.2-ACCEPTED-RETIRES", f"accepted (mode second) deliveries came back: {extra}")

@@ -1,0 +1,107 @@
+"""Local transactions through the transaction coordinator (AMQP 1.0 part 4).
+
+``begin``/``commit``/``abort`` are ``declare``/``discharge(fail=false|true)`` on a
+coordinator link. A target without a coordinator (it refuses the link) makes these tests
+not-applicable (``NotSupported(transactions)``), not failed: the feature is absent.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ackspec.adapters.base import AckMode, AdapterError, Capability
+from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.suite.amqp.support import amqp_client
+from ackspec.conformance.verdicts import Checks, check
+
+requirement = pytest.mark.requirement
+
+
+@requirement("AMQP-4.2-DECLARE", "AMQP-4.4.1-POSTING-INVISIBLE", "AMQP-4.4.1-SAME-TRANSACTION")
+def test_transactional_transfers_invisible_until_commit(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.TRANSACTIONS)
+    producer = amqp_client(harness, "producer")
+    consumer = amqp_client(harness, "consumer")
+    q = harness.queue()
+    sub = consumer.subscribe(q, ack=AckMode.AUTO)
+    tx = producer.begin("tx1")  # declare: a failure here is AMQP-4.2-DECLARE
+    results = [producer.send(q, f"m{i}".encode(), seq=i, producer="p1", transaction=tx) for i in range(3)]
+    early = seqs(harness.barrier(producer, q, consumer, sub))
+    checks = Checks()
+    checks.check(all(r.detail.get("transactional") for r in results), "AMQP-4.4.1-SAME-TRANSACTION",
+                 f"transactional transfers answered without a transactional-state: {[dict(r.detail) for r in results]}")
+    checks.check(not early, "AMQP-4.4.1-POSTING-INVISIBLE", f"transactional transfers visible before commit: {early}")
+    producer.commit(tx)
+    got = seqs(harness.receive_n(consumer, sub, 3 - len(early)))
+    checks.check(sorted(early + got) == [0, 1, 2], "AMQP-4.4.1-POSTING-INVISIBLE",
+                 f"after the commit expected seqs [0, 1, 2], got {early + got}")
+    checks.done()
+
+
+@requirement("AMQP-4.4.1-POSTING-INVISIBLE")
+def test_rollback_discards_transfers(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.TRANSACTIONS)
+    producer = amqp_client(harness, "producer")
+    consumer = amqp_client(harness, "consumer")
+    q = harness.queue()
+    sub = consumer.subscribe(q, ack=AckMode.AUTO)
+    tx = producer.begin("tx1")
+    harness.send_seq(producer, q, range(3), transaction=tx)
+    producer.abort(tx)
+    leaked = seqs(harness.barrier(producer, q, consumer, sub))
+    check(not leaked, "AMQP-4.4.1-POSTING-INVISIBLE", f"transfers of a rolled-back transaction delivered: {leaked}")
+
+
+@requirement("AMQP-4.4.2-RETIREMENT-ON-DISCHARGE")
+def test_transactional_accept_applied_at_commit(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK,
+                    Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c, q, range(2))
+    got = harness.expect_n(c, sub, 2, "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE")
+    tx = c.begin("tx1")
+    for d in got:
+        c.ack(d, transaction=tx)
+    c.commit(tx)
+    live = seqs(harness.barrier(c, q, c, sub))
+    c.disconnect()
+    later = seqs(harness.drain(q))
+    check(not live and not later, "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE",
+          f"messages accepted in a committed transaction came back (live {live}, later {later})")
+
+
+@requirement("AMQP-4.4.2-RETIREMENT-ON-DISCHARGE")
+def test_transactional_accept_undone_at_rollback(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK,
+                    Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c, q, range(2))
+    got = harness.expect_n(c, sub, 2, "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE")
+    tx = c.begin("tx1")
+    for d in got:
+        c.ack(d, transaction=tx)
+    c.abort(tx)  # the outcomes are not applied; the driver gives the deliveries back (modified, failed)
+    live = harness.barrier(c, q, c, sub, ack_each=True)
+    c.disconnect()
+    later = harness.drain(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    back = sorted(set(seqs(live) + seqs(later)))
+    check(back == [0, 1], "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE",
+          f"accepts of a rolled-back transaction took effect: only {back} came back, expected [0, 1]")
+
+
+@requirement("AMQP-4.3-DISCHARGE-UNKNOWN")
+def test_discharge_of_unknown_transaction_fails(harness: Harness) -> None:
+    harness.require(Capability.TRANSACTIONS)
+    c = amqp_client(harness)
+    probe = c.begin("probe")  # the coordinator exists (else not-applicable)
+    c.commit(probe)
+    try:
+        answer = c.discharge_unknown()
+    except AdapterError as exc:  # the coordinator link was detached with an error: also a refusal
+        answer = str(exc)
+    check("accepted" not in answer.split() and "unknown-id" in answer, "AMQP-4.3-DISCHARGE-UNKNOWN",
+          f"discharge of a txn-id never declared was answered {answer!r}, expected amqp:transaction:unknown-id")
