@@ -149,9 +149,9 @@ class QueueModel:
         s.held.clear()
         # whatever was ready while this consumer lived may sit unseen in its buffer
         for m in self.messages.values():
-            if m.state is State.READY and m.observed == 0:
-                if s.ack is AckMode.AUTO:
-                    m.state = State.MAYBE  # taken by the auto-ack client or still queued: either is allowed
+            if m.state is State.READY and s.ack is AckMode.AUTO:
+                m.state = State.MAYBE  # taken into the auto-ack client's buffer (consumed) or still queued
+            if m.state in (State.READY, State.MAYBE) and m.observed == 0:
                 m.possibly_delivered = True
 
     # -- what the test saw -----------------------------------------------------------------
