@@ -63,6 +63,10 @@ class Background:
     def done(self) -> bool:
         return self._done.is_set()
 
+    def returned_within(self, seconds: float) -> bool:
+        """True if the call returned within ``seconds`` (a bounded absence check)."""
+        return self._done.wait(seconds)
+
     def wait(self, timeout: float = TIMEOUT) -> Any:
         if not self._done.wait(timeout):
             raise AssertionError("the call did not return in time")

@@ -7,8 +7,9 @@ subclass and declaring it in its own ``pyproject.toml``::
     mylib = "mylib_ackspec:MyLibCUT"
 
 Then ``pytest --pyargs ackspec.conformance.client --ackspec-client mylib`` runs the
-client-side conformance tests through it. ``shim:<command line>`` runs any program that
-speaks the JSON-lines shim protocol (docs/shim-protocol.md) instead.
+client-side conformance tests through it. ``module:Class`` loads a class that is not
+packaged, and ``shim:<command line>`` runs any program that speaks the JSON-lines shim
+protocol (docs/shim-protocol.md) instead.
 """
 
 from __future__ import annotations
@@ -57,4 +58,9 @@ def factory(name: str) -> Callable[[], ClientUnderTest]:
             return ep.load()  # type: ignore[no-any-return]
     if name in BUILTIN:
         return _load(BUILTIN[name])
+    if ":" in name:  # "package.module:Class", for clients not installed as packages
+        try:
+            return _load(name)
+        except (ImportError, AttributeError) as exc:
+            raise UnknownClient(f"cannot load client {name!r}: {exc}") from exc
     raise UnknownClient(f"unknown client {name!r}; known: {', '.join(available())} or shim:<command>")

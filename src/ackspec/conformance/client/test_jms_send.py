@@ -16,6 +16,8 @@ from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutEr
 from ackspec.conformance.markers import requirement
 
 MakeCut = Callable[..., ClientUnderTest]
+ABSENCE = 0.3
+"""Bounded window for "this must not happen yet" where no barrier exists (a close has no wire frame)."""
 
 
 def callbacks(cut: ClientUnderTest, count: int) -> list[tuple[str, str]]:
@@ -154,6 +156,7 @@ def test_close_waits_for_incomplete_sends_which_complete_normally(cut: ClientUnd
         return len(cut.events.of("completion"))
 
     closing = env.background(close_then_count)
+    assert not closing.returned_within(ABSENCE), "close returned while sends were incomplete"
     gate.release_all()
     assert closing.wait() == 3, "close returned before every callback had run"
     assert [(e.kind, e["send"]) for e in cut.events.of("completion", "exception")] == [
@@ -174,6 +177,8 @@ def test_commit_waits_for_incomplete_sends(cut: ClientUnderTest, env: Env) -> No
         return len(cut.events.of("completion"))
 
     committing = env.background(commit_then_count)
+    assert not env.proxy.wait(lambda: env.proxy.seen("COMMIT") > 0, ABSENCE), (
+        "COMMIT written while a send was incomplete")
     gate.release_all()
     assert committing.wait() == 1, "commit returned before the incomplete send's callback had run"
     assert [m.body for m in env.drain(q, 1)] == [b"x"]
