@@ -15,7 +15,7 @@ Header escaping depends on the version (STOMP 1.2 "Value Encoding"): none in 1.0
 Set :attr:`FrameParser.version` after negotiation (the broker session does).
 
 Bodies end at the first NUL unless a ``content-length`` header gives their exact size;
-EOL is ``\\n`` or ``\\r\\n``.
+EOL is ``\\n``, or ``\\r\\n`` in 1.2 (and in CONNECT frames, before a version is agreed).
 """
 
 from __future__ import annotations
@@ -189,7 +189,8 @@ class FrameParser:
                 del buf[:2]
                 return HEARTBEAT
             end = buf.find(b"\n\n", self._scan)
-            end_crlf = buf.find(b"\n\r\n", self._scan)
+            # bounded search: scanning the whole buffer for CRLF per frame would be quadratic
+            end_crlf = buf.find(b"\n\r\n", self._scan, end + 1 if end >= 0 else len(buf))
             if end < 0 and end_crlf < 0:
                 limit = min(self.max_frame, (self.max_headers + 1) * (self.max_header_length + 2))
                 if len(buf) > limit:
@@ -230,8 +231,9 @@ class FrameParser:
         plain = self.version == "1.0" or command in UNESCAPED_COMMANDS
         headers: list[tuple[str, str]] = []
         length: int | None = None
+        crlf = self.version == "1.2" or command in UNESCAPED_COMMANDS  # CR is part of EOL only since 1.2
         for raw in lines[1:]:
-            line = raw.removesuffix("\r")
+            line = raw.removesuffix("\r") if crlf else raw
             if len(line) > self.max_header_length:
                 raise StompProtocolError(f"header line longer than {self.max_header_length} bytes")
             name, sep, value = line.partition(":")
