@@ -19,6 +19,7 @@ disagree about a file name::
 from __future__ import annotations
 
 import glob
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -54,8 +55,6 @@ def history_file_name(test: str) -> str:
     """
     name = _UNSAFE.sub("_", test.replace("::", "__")).strip("_") or "history"
     if len(name) > 180:
-        import hashlib
-
         digest = hashlib.sha1(test.encode("utf-8")).hexdigest()[:12]
         name = f"{name[:160]}-{digest}"
     return name + HISTORY_SUFFIX
