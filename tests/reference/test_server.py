@@ -164,3 +164,20 @@ def test_connection_limit() -> None:
         f = second.recv()
         assert f.command == "ERROR" and "too many connections" in (f.get("message") or "")
         first.send("DISCONNECT")
+
+
+@requirement("STOMP-RECEIPT-PERSISTENT-DURABLE")
+def test_group_commit_shares_fsyncs() -> None:
+    """Many producers with a receipt on every persistent SEND: far fewer fsyncs than receipts."""
+    with EmbeddedBroker() as b:
+        producers = [Raw(b).connect() for _ in range(8)]
+        per = 50
+        for i in range(per):
+            for k, p in enumerate(producers):
+                p.send("SEND", b"x", destination=f"/queue/gc{k}", persistent="true", receipt=f"{k}-{i}")
+        for k, p in enumerate(producers):
+            got = [p.recv().get("receipt-id") for _ in range(per)]
+            assert got == [f"{k}-{i}" for i in range(per)]  # in order, all of them
+        server = b.server
+        assert isinstance(server, BrokerServer) and server.journal is not None
+        assert 0 < server.journal.syncs < len(producers) * per / 2

@@ -142,6 +142,10 @@ class FaultInjector:
         self._uses: dict[int, int] = {}
         self.version = 0
         """Incremented on every change (hosts may cache per version)."""
+        self.active = False
+        """Any rule or mutant installed (a plain attribute: checked on the hot path)."""
+        self.any_mutant = False
+        """Any mutant enabled."""
 
     # ------------------------------------------------------------ configuration
     def add(self, rule: FaultRule) -> int:
@@ -149,13 +153,13 @@ class FaultInjector:
         with self._lock:
             rid = next(self._ids)
             self._rules = (*self._rules, (rid, rule))
-            self.version += 1
+            self._changed()
             return rid
 
     def remove(self, rule_id: int) -> None:
         with self._lock:
             self._rules = tuple(r for r in self._rules if r[0] != rule_id)
-            self.version += 1
+            self._changed()
 
     def enable_mutant(self, name: str, destination: str | None = None, every: int = 2) -> None:
         """Make the broker wrong on purpose (``name`` in :data:`MUTANTS`)."""
@@ -163,12 +167,12 @@ class FaultInjector:
             raise ValueError(f"unknown mutant {name!r}; one of {sorted(MUTANTS)}")
         with self._lock:
             self._mutants = {**self._mutants, name: _Mutant(name, destination, max(1, every))}
-            self.version += 1
+            self._changed()
 
     def disable_mutant(self, name: str) -> None:
         with self._lock:
             self._mutants = {k: v for k, v in self._mutants.items() if k != name}
-            self.version += 1
+            self._changed()
 
     def clear(self) -> None:
         """Remove every rule and mutant."""
@@ -176,7 +180,7 @@ class FaultInjector:
             self._rules = ()
             self._mutants = {}
             self._uses = {}
-            self.version += 1
+            self._changed()
 
     def snapshot(self) -> dict[str, Any]:
         """The configuration as JSON-able data (control API ``GET /faults``)."""
@@ -185,12 +189,15 @@ class FaultInjector:
             "mutants": [asdict(m) for m in self._mutants.values()],
         }
 
-    # ------------------------------------------------------------ queries (broker side)
-    @property
-    def active(self) -> bool:
-        return bool(self._rules or self._mutants)
+    def _changed(self) -> None:
+        self.version += 1
+        self.active = bool(self._rules or self._mutants)
+        self.any_mutant = bool(self._mutants)
 
+    # ------------------------------------------------------------ queries (broker side)
     def mutant_active(self, name: str, destination: str | None = None) -> bool:
+        if not self.any_mutant:
+            return False
         m = self._mutants.get(name)
         if m is None:
             return False

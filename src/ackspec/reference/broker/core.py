@@ -289,7 +289,7 @@ class BrokerCore:
             return out
         seq = next(self._seq)
         msg = Message(f"{self.boot_id}-{seq}", destination, body, headers, persistent, conn, seq)
-        faults = self.faults
+        faults = self.faults if self.faults is not None and self.faults.any_mutant else None
         if t is not None:
             if len(t.sends) + len(t.settles) >= self.config.max_transaction_size:
                 raise CoreError("transaction too large")
@@ -551,7 +551,7 @@ class BrokerCore:
         consumers = q.consumers
         if not consumers:
             return
-        faults = self.faults
+        faults = self.faults if self.faults is not None and self.faults.any_mutant else None
         ignore_prefetch = faults is not None and faults.mutant_active("ignore-prefetch", q.name)
         while True:
             entry = q.peek()
@@ -604,7 +604,7 @@ class BrokerCore:
             s.unacked[did] = entry
             c.deliveries[did] = s
         faults = self.faults
-        if faults is not None and faults.mutant_active("duplicate-no-flag", msg.destination):
+        if faults is not None and faults.any_mutant and faults.mutant_active("duplicate-no-flag", msg.destination):
             dup = next(self._delivery_ids)
             out.append(Deliver(c.conn_id, s.sub_id, dup, msg, False, entry.delivery_count))
             if s.ack_mode is not AckMode.AUTO:

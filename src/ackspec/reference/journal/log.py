@@ -36,6 +36,12 @@ _HEAD = struct.Struct(">II")
 MAX_RECORD = 256 * 1024 * 1024
 
 
+def _datasync(fd: int) -> None:
+    """fdatasync where available: data plus the metadata needed to read it back (the file size)."""
+    sync = getattr(os, "fdatasync", os.fsync)
+    sync(fd)
+
+
 class JournalCorruption(AckspecError):
     """The journal cannot be used at all (e.g. wrong magic)."""
 
@@ -57,6 +63,8 @@ class Journal:
         self._fd: int | None = None
         self._lock = threading.Lock()
         self.records_written = 0
+        self.syncs = 0
+        """fsync calls so far (group commit makes this much smaller than the confirms it released)."""
 
     # ------------------------------------------------------------ replay
     def replay(self) -> tuple[list[Record], ReplayReport]:
@@ -141,7 +149,8 @@ class Journal:
         """fsync: every record appended before this call is durable when it returns."""
         fd = self._fd
         if fd is not None:
-            os.fsync(fd)
+            _datasync(fd)
+            self.syncs += 1
 
     def rewrite(self, records: list[Record]) -> None:
         """Compaction: atomically replace the file with ``records`` (write, fsync, rename)."""

@@ -8,7 +8,6 @@ Entries"), and order matters for a faithful round trip. :meth:`Frame.get` looks 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Final
 
 CONNECT: Final = "CONNECT"
@@ -52,19 +51,15 @@ class Frame:
     headers: Headers = ()
     body: bytes = b""
 
-    @cached_property
-    def _index(self) -> dict[str, str]:
-        index: dict[str, str] = {}
-        for name, value in self.headers:
-            index.setdefault(name, value)  # first occurrence wins
-        return index
-
     def get(self, name: str, default: str | None = None) -> str | None:
-        """Value of the first header called ``name``, or ``default``."""
-        return self._index.get(name, default)
+        """Value of the first header called ``name`` (first occurrence wins), or ``default``."""
+        for n, v in self.headers:  # frames have few headers: a scan beats building an index
+            if n == name:
+                return v
+        return default
 
     def __contains__(self, name: object) -> bool:
-        return name in self._index
+        return any(n == name for n, _ in self.headers)
 
     def with_headers(self, *extra: tuple[str, str]) -> Frame:
         """A copy with ``extra`` headers prepended (so they win over existing ones)."""

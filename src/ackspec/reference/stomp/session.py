@@ -284,11 +284,27 @@ class StompSession:
         self._write(encode(Frame(F.CONNECTED, tuple(headers)), version))
 
     def _on_send(self, frame: Frame) -> None:
-        dest = frame.get("destination") or ""
+        dest = receipt = tx = None
+        persistent = False
+        user: list[tuple[str, str]] = []
+        for name, value in frame.headers:  # one pass; first occurrence of a header wins
+            if name in RESERVED_HEADERS:
+                if name == "destination":
+                    if dest is None:
+                        dest = value
+                elif name == "receipt":
+                    if receipt is None:
+                        receipt = value
+                elif name == "transaction":
+                    if tx is None:
+                        tx = value
+                elif name == "persistent" and value == "true":
+                    persistent = True
+            else:
+                user.append((name, value))
         if not dest:
             self._fail("SEND frame has an empty 'destination' header", frame)
             return
-        receipt = frame.get("receipt")
         faults = self.faults
         policy: ConfirmPolicy | None = None
         if faults is not None and faults.active:
@@ -304,13 +320,10 @@ class StompSession:
                     self._queue_receipt(receipt, 0, extra=(("ackspec-nack", "true"),
                                                            ("message", "send rejected by fault injection")))
                 return
-        tx = frame.get("transaction")
-        headers = tuple(h for h in frame.headers if h[0] not in RESERVED_HEADERS)
-        persistent = frame.get("persistent") == "true"
         token: object = receipt if receipt is not None else _NO_RECEIPT
         if policy is not None and policy.mode == "batch" and receipt is not None and tx is None:
             token = ("batch", receipt)
-        self.hub.apply(self.core.publish(self.conn_id, dest, frame.body, headers, persistent=persistent,
+        self.hub.apply(self.core.publish(self.conn_id, dest, frame.body, tuple(user), persistent=persistent,
                                          tx=tx, confirm=token))
 
     def _should_nack(self, frame: Frame, policy: ConfirmPolicy) -> bool:

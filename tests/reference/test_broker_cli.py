@@ -1,0 +1,43 @@
+"""``ackspec broker``: bad input is one readable line; SIGTERM stops it cleanly with exit 0."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ackspec.cli import main
+
+
+@pytest.mark.parametrize("argv", [["broker", "--stomp", "nope"], ["broker", "--stomp", "h:99999"],
+                                  ["broker", "--control", "x"]])
+def test_bad_arguments(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "HOST:PORT" in err or "port out of range" in err
+
+
+def test_bad_users_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    users = tmp_path / "users"
+    users.write_text("alice:secret\nnocolon\n")
+    assert main(["broker", "--stomp", "127.0.0.1:0", "--users", str(users)]) == 2
+    err = capsys.readouterr().err
+    assert f"{users}:2" in err and "Traceback" not in err
+    assert main(["broker", "--stomp", "127.0.0.1:0", "--users", str(tmp_path / "missing")]) == 2
+
+
+def test_sigterm_exits_zero(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "ackspec", "broker", "--stomp", "127.0.0.1:0", "--data",
+                             str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith("ackspec broker: stomp://127.0.0.1:")
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    assert "STOMP listening on 127.0.0.1:" in err and "Traceback" not in err
