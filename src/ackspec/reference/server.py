@@ -16,6 +16,11 @@
           broker.restart()                         # drop connections, replay the journal
           broker.tracer.counts                     # requirement IDs hit
 
+* Other protocols on the same core (the AMQP 1.0 listener): build the listener on
+  ``server.hub`` and ``server.auth``, give it ``server.request_flush`` as its activity
+  callback (so journal records it caused are written and fsync'd with everyone else's),
+  start it, then ``server.attach_listener(listener)``: :meth:`BrokerServer.stop` stops it
+  (``await listener.stop()``) before the journal is closed.
 * Control API (``--control HOST:PORT``; ``EmbeddedBroker(control=True)``): JSON over HTTP/1.1.
   ``GET /faults`` -> configuration; ``POST /faults/rules`` body = FaultRule fields ->
   ``{"id": N}``; ``DELETE /faults/rules/N``; ``POST /faults/mutants``
@@ -36,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ackspec.reference.amqp.listener import AmqpListener
 from ackspec.reference.broker.auth import Authenticator
@@ -55,6 +60,12 @@ T = TypeVar("T")
 
 TICK_SECONDS = 0.02
 WRITE_HIGH_WATER = 1024 * 1024
+
+
+class Listener(Protocol):
+    """An extra protocol listener sharing this server's core (e.g. AMQP 1.0)."""
+
+    async def stop(self) -> None: ...
 
 
 class BrokerServer:
@@ -100,6 +111,7 @@ class BrokerServer:
         self._server: asyncio.Server | None = None
         self._control_server: asyncio.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
+        self.listeners: list[Listener] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self.clock = time.monotonic
 
@@ -168,6 +180,16 @@ class BrokerServer:
         self._conn_ids += 1
         return StompSession(f"stomp-{self._conn_ids}", self.hub, config=self.session_config, auth=self.auth,
                             clock=self.clock, faults=self.faults, tracer=self.tracer)
+
+    def attach_listener(self, listener: Listener) -> None:
+        """Stop ``listener`` with this server (see the module docstring)."""
+        self.listeners.append(listener)
+
+    def request_flush(self) -> None:
+        """Schedule a flush: journal records are written (and fsync'd for waiting confirms)."""
+        if not self._flush_scheduled and self.loop is not None:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
 
     def mark_dirty(self, proto: _StompProtocol) -> None:
         self._dirty[proto.session.conn_id] = proto
