@@ -343,13 +343,15 @@ class Connection:
             elif isinstance(action, WindowAck):
                 messages = tuple(_as_message(s.ref) for s in action.sends)
                 self.log.append("window-ack", tokens=tuple(s.token for s in action.sends), last=action.last.token)
-                event = PublishEvent("ack", messages, _as_message(action.last.ref))
-                self._to_session(action.last, functools.partial(self._call_publish, event))
+                if self._publish_listener is not None:
+                    event = PublishEvent("ack", messages, _as_message(action.last.ref))
+                    self._to_session(action.last, functools.partial(self._call_publish, event))
             elif isinstance(action, WindowReject):
                 self.log.append("window-reject", token=action.send.token, error=action.error)
-                msg = _as_message(action.send.ref)
-                event = PublishEvent("reject", (msg,), msg, action.error)
-                self._to_session(action.send, functools.partial(self._call_publish, event))
+                if self._publish_listener is not None:
+                    msg = _as_message(action.send.ref)
+                    event = PublishEvent("reject", (msg,), msg, action.error)
+                    self._to_session(action.send, functools.partial(self._call_publish, event))
             elif isinstance(action, WindowOpened):
                 pass
         self._cond.notify_all()

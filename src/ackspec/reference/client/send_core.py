@@ -161,7 +161,7 @@ class SendTracker:
         self._numbers = itertools.count(1)
         self._by_token: dict[str, PendingSend] = {}
         self._per_producer: dict[str, deque[PendingSend]] = {}
-        self._window: list[PendingSend] = []  # windowed sends awaiting the broker, in order
+        self._window: deque[PendingSend] = deque()  # windowed sends awaiting the broker, in send order
         self._unconfirmed_bytes = 0
         self._scopes: dict[str, _Scope] = {}
         self.ack_handler_enabled = False
@@ -248,10 +248,12 @@ class SendTracker:
             return []
         actions: list[Action] = []
         if send.windowed:
-            covered = [s for s in self._window if s.number <= send.number and s.state is SendState.PENDING]
-            for s in covered:
-                self._confirm(s)
-            self._window = [s for s in self._window if s.number > send.number]
+            covered: list[PendingSend] = []
+            while self._window and self._window[0].number <= send.number:
+                earlier = self._window.popleft()
+                if earlier.state is SendState.PENDING:
+                    self._confirm(earlier)
+                    covered.append(earlier)
             if covered:
                 if self.options.ack_event_mode is AckEventMode.WINDOWED:
                     actions.append(WindowAck(tuple(covered), covered[-1]))
@@ -262,7 +264,8 @@ class SendTracker:
         else:
             self._confirm(send)
             producers = {send.producer: None}
-        actions.extend(SendAcknowledged(s) for s in self._confirmed_for_handler())
+        if self.ack_handler_enabled:
+            actions.extend(SendAcknowledged(s) for s in self._confirmed_for_handler())
         for producer in producers:
             actions.extend(self._release(producer))
         return actions
