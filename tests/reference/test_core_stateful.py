@@ -4,11 +4,13 @@ order of first deliveries, prefetch bound, redelivered flag iff delivered before
 
 from __future__ import annotations
 
-from hypothesis import settings
+import pytest
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from ackspec.reference.broker import ACCEPT, REQUEUE, AckMode, BrokerCore, CoreConfig, Deliver, Effect
+from ackspec.reference.faults import FaultInjector
 
 from ._req import requirement
 
@@ -16,9 +18,14 @@ Q = "/queue/m"
 
 
 class QueueMachine(RuleBasedStateMachine):
+    mutant: str | None = None
+
     def __init__(self) -> None:
         super().__init__()
-        self.core = BrokerCore(CoreConfig(max_redeliveries=1000))
+        faults = FaultInjector()
+        if self.mutant is not None:
+            faults.enable_mutant(self.mutant)
+        self.core = BrokerCore(CoreConfig(max_redeliveries=1000), faults=faults)
         self.core.open("p0")
         self.core.open("p1")
         self.sent: dict[bytes, str] = {}  # body -> producer
@@ -97,3 +104,13 @@ TestQueueMachine = requirement(
     "JMS-4.1.2-QUEUE-ONE-CONSUMER", "JMS-3.4.7-REDELIVERED-SET",
 )(QueueMachine.TestCase)
 TestQueueMachine.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+@pytest.mark.parametrize("mutant", ["lose-message", "duplicate-no-flag", "reorder", "ignore-ack", "ignore-prefetch"])
+def test_model_catches_mutant(mutant: str) -> None:
+    """The model is not vacuous: each deliberately broken core is caught."""
+    machine = type(f"Mutant{mutant}", (QueueMachine,), {"mutant": mutant})
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(machine, settings=settings(max_examples=200, stateful_step_count=30, deadline=None,
+                                                            suppress_health_check=list(HealthCheck),
+                                                            database=None, print_blob=False))
