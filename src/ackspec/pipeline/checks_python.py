@@ -125,7 +125,7 @@ def _check_one(run: str, test: str, history: list[Record]) -> tuple[list[Anomaly
         elif op is Op.RECEIVE and typ is RecordType.OK and r.seq is not None:
             value = value_dict(r.value)
             d = _Delivery(r, (r.process, r.subscription or ""), (r.destination, r.producer or "", r.seq),
-                          bool(value.get(VALUE_DEAD_LETTER)), value.get(VALUE_PRIORITY))
+                          value.get(VALUE_DEAD_LETTER) is True, value.get(VALUE_PRIORITY))
             deliveries.append(d)
             by_consumer[d.consumer].append(d)
         elif op in (Op.ACK, Op.NACK) and typ is RecordType.OK and r.seq is not None:

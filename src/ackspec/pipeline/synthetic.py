@@ -460,7 +460,8 @@ def random_params(rng: random.Random, inject: AnomalyKind | None) -> SyntheticPa
     return SyntheticParams(
         messages=rng.randint(5, 40), producers=rng.randint(1, 3), consumers=rng.randint(1, 3),
         ack_mode=rng.choice(modes), prefetch=rng.randint(2, 8), max_redeliveries=rng.randint(2, 5),
-        transactional_producer=inject is not AnomalyKind.LOST and rng.random() < 0.25, async_confirms=rng.random() < 0.3,
+        transactional_producer=inject is not AnomalyKind.LOST and rng.random() < 0.25,
+        async_confirms=rng.random() < 0.3,
         crash_rate=rng.choice((0.0, 0.01, 0.03)), reset_rate=rng.choice((0.0, 0.02, 0.05)),
         indeterminate_rate=rng.choice((0.0, 0.02, 0.05)), fail_rate=rng.choice((0.0, 0.02)),
         inject=inject,

@@ -1,0 +1,187 @@
+"""The Spark/Parquet schema of history records, and reading and converting histories.
+
+One row per :class:`ackspec.history.record.Record`, one column per field, in the
+order of the dataclass; ``value`` (free-form JSON) is stored as its JSON text, and
+``v`` is the history schema version of the row. On disk the Parquet dataset is
+partitioned by ``run`` and ``target`` (``histories.parquet/run=<id>/target=<t>/``),
+so a report over many runs prunes whole directories. ``docs/history-format.md``
+documents every column.
+
+Readers are strict: a corrupt Parquet file, a history line that is not JSON, or a
+record of an unknown schema version is an :class:`~ackspec.errors.AckspecError`
+naming the file; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from ackspec.errors import AckspecError
+from ackspec.history.record import SCHEMA_VERSION, Record
+from ackspec.pipeline.layout import PARQUET_PARTITIONS, RunDir
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run", "string"),
+    ("index", "bigint"),
+    ("time_ns", "bigint"),
+    ("type", "string"),
+    ("op", "string"),
+    ("process", "string"),
+    ("target", "string"),
+    ("test", "string"),
+    ("session", "string"),
+    ("destination", "string"),
+    ("subscription", "string"),
+    ("producer", "string"),
+    ("seq", "bigint"),
+    ("message_id", "string"),
+    ("ack_id", "string"),
+    ("ack_mode", "string"),
+    ("transaction", "string"),
+    ("persistent", "boolean"),
+    ("redelivered", "boolean"),
+    ("delivery_count", "int"),
+    ("outcome", "string"),
+    ("limit", "int"),
+    ("error", "string"),
+    ("value", "string"),
+    ("v", "int"),
+)
+"""Column name and Spark SQL type, in order. ``value`` holds JSON text; ``v`` the schema version."""
+
+DDL = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
+
+
+def spark_schema() -> Any:
+    """The pyspark StructType of a history row."""
+    return StructType.fromDDL(DDL)
+
+
+def arrow_schema() -> Any:
+    types = {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32(), "boolean": pa.bool_()}
+    return pa.schema([(name, types[kind]) for name, kind in COLUMNS])
+
+
+def record_row(record: Record) -> tuple[Any, ...]:
+    """A record as a row tuple in :data:`COLUMNS` order."""
+    value = None if record.value is None else json.dumps(record.value, separators=(",", ":"), sort_keys=True)
+    return (record.run, record.index, record.time_ns, str(record.type), str(record.op), record.process, record.target,
+            record.test, record.session, record.destination, record.subscription, record.producer, record.seq,
+            record.message_id, record.ack_id, record.ack_mode, record.transaction, record.persistent,
+            record.redelivered, record.delivery_count, record.outcome, record.limit, record.error, value,
+            SCHEMA_VERSION)
+
+
+def records_to_arrow(records: Sequence[Record]) -> Any:
+    """A pyarrow Table of records (used to write Parquet without Spark, e.g. by the benchmark)."""
+    rows = [record_row(r) for r in records]
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in COLUMNS]
+    schema = arrow_schema()
+    return pa.Table.from_arrays([pa.array(list(col), type=schema.field(i).type) for i, col in enumerate(columns)],
+                                schema=schema)
+
+
+def row_to_record(row: dict[str, Any]) -> Record:
+    """A Spark/Arrow row (as a dict) back to a Record (``value`` decoded from JSON)."""
+    data = {k: v for k, v in row.items() if v is not None}
+    if "value" in data:
+        data["value"] = json.loads(data["value"])
+    return Record.from_mapping(data)
+
+
+def records_dataframe(spark: Any, records: Iterable[Record]) -> Any:
+    """A DataFrame of in-memory records (tests, small histories)."""
+    return spark.createDataFrame([record_row(r) for r in records], schema=spark_schema())
+
+
+# --- reading run directories ---------------------------------------------------------------------
+
+
+def check_parquet(path: Path) -> None:
+    """Open the footer of every Parquet file under ``path``; a corrupt one is an AckspecError naming it."""
+    files = sorted(p for p in path.rglob("*.parquet") if p.is_file())
+    if not files:
+        raise AckspecError(f"{path}: no Parquet files in this histories dataset")
+    expected = {name for name, _ in COLUMNS} - set(PARQUET_PARTITIONS)
+    for file in files:
+        try:
+            names = set(pq.read_schema(file).names)
+        except Exception as exc:  # pyarrow raises several types for a damaged file
+            raise AckspecError(f"{file}: corrupt Parquet file ({type(exc).__name__}: {exc})") from exc
+        missing = expected - names
+        if missing:
+            raise AckspecError(f"{file}: not an ackspec history (missing columns: {', '.join(sorted(missing))})")
+
+
+def read_parquet(spark: Any, path: Path) -> Any:
+    """The histories of a Parquet dataset (partition columns restored), validated."""
+    check_parquet(path)
+    df = spark.read.option("basePath", str(path)).parquet(str(path))
+    return _conform(df, str(path))
+
+
+def read_jsonl(spark: Any, files: Sequence[Path]) -> Any:
+    """The histories of JSON-lines files (what older runs wrote), validated."""
+    schema = spark_schema().add(StructField("_corrupt_record", StringType(), True))
+    df = (spark.read.schema(schema).option("mode", "PERMISSIVE")
+          .option("columnNameOfCorruptRecord", "_corrupt_record").json([str(f) for f in files])
+          .withColumn("_file", F.input_file_name()))
+    bad = (df.where(F.col("_corrupt_record").isNotNull() | (F.coalesce(F.col("v"), F.lit(SCHEMA_VERSION))
+                                                           != SCHEMA_VERSION)
+                    | F.col("type").isNull() | F.col("op").isNull() | F.col("index").isNull())
+           .select("_file", "v", "_corrupt_record").limit(1).collect())
+    if bad:
+        row = bad[0]
+        name = row["_file"].replace("file://", "")
+        if row["_corrupt_record"] is not None:
+            raise AckspecError(f"{name}: malformed history line: {row['_corrupt_record'][:80]!r}")
+        if row["v"] is not None and row["v"] != SCHEMA_VERSION:
+            raise AckspecError(
+                f"{name}: history schema version {row['v']} is not supported (expected {SCHEMA_VERSION})")
+        raise AckspecError(f"{name}: history record without type, op or index")
+    return df.drop("_corrupt_record", "_file").withColumn("v", F.coalesce(F.col("v"), F.lit(SCHEMA_VERSION)))
+
+
+def _conform(df: Any, name: str) -> Any:
+    columns = set(df.columns)
+    missing = [c for c, _ in COLUMNS if c not in columns and c != "v"]
+    if missing:
+        raise AckspecError(f"{name}: not an ackspec history dataset (missing columns: {', '.join(missing)})")
+    if "v" not in columns:
+        df = df.withColumn("v", F.lit(SCHEMA_VERSION))
+    versions = [r["v"] for r in df.select("v").distinct().collect() if r["v"] not in (None, SCHEMA_VERSION)]
+    if versions:
+        raise AckspecError(f"{name}: history schema version {versions[0]} is not supported (expected {SCHEMA_VERSION})")
+    return df.select(*[F.col(f"`{c}`").cast(kind).alias(c) for c, kind in COLUMNS])
+
+
+def read_run(spark: Any, run_dir: RunDir) -> Any | None:
+    """The histories of one run: Parquet if present, else the JSON lines; ``None`` when it has none."""
+    if run_dir.has_parquet():
+        return read_parquet(spark, run_dir.histories_parquet)
+    files = run_dir.history_files()
+    if not files:
+        return None
+    return read_jsonl(spark, files)
+
+
+def convert_run(spark: Any, run_dir: RunDir) -> Path:
+    """Write a run's JSON-lines histories as ``histories.parquet`` partitioned by run and target."""
+    files = run_dir.history_files()
+    if not files:
+        raise AckspecError(f"{run_dir.histories}: no *.jsonl histories to convert")
+    df = read_jsonl(spark, files)
+    write_parquet(df, run_dir.histories_parquet)
+    return run_dir.histories_parquet
+
+
+def write_parquet(df: Any, path: Path, mode: str = "overwrite") -> None:
+    df.write.mode(mode).partitionBy(*PARQUET_PARTITIONS).parquet(str(path))
