@@ -2,8 +2,9 @@
 
 Every request runs on its own thread, because verbs block (a synchronous send waits for a
 confirmation the test is still holding) while the test keeps issuing others. Responses
-carry the request ``id``; events (``{"event": ...}``) are written as they happen. Writes
-to stdout are serialised by one lock so lines never interleave.
+carry the request ``id``; events (``{"event": ...}``) are written synchronously by the
+thread that raises them, so an event always precedes the reply of a call that waited for
+it. Writes to stdout are serialised by one lock so lines never interleave.
 """
 
 from __future__ import annotations
@@ -41,9 +42,6 @@ class ShimServer:
         self.cut = cut
         self.out = out
         self._lock = threading.Lock()
-        self._forwarded = 0
-        self._stop = threading.Event()
-        self._events_thread = threading.Thread(target=self._pump_events, daemon=True)
 
     def write(self, obj: dict[str, Any]) -> None:
         line = json.dumps(obj, separators=(",", ":"))
@@ -51,13 +49,10 @@ class ShimServer:
             self.out.write(line + "\n")
             self.out.flush()
 
-    def _pump_events(self) -> None:
-        while not self._stop.is_set():
-            self.cut.events.wait_for(lambda evs: len(evs) > self._forwarded, 0.2)
-            events: list[CutEvent] = self.cut.events.of()
-            for event in events[self._forwarded:]:
-                self.write({"event": event.kind, "detail": _jsonable(dict(event.detail))})
-            self._forwarded = len(events)
+    def _on_event(self, event: CutEvent) -> None:
+        # Written synchronously from the thread that raised the event, before it goes on (e.g. before a
+        # completion callback returns), so the test sees events and replies in the order they happened.
+        self.write({"event": event.kind, "detail": _jsonable(dict(event.detail))})
 
     def handle(self, request: dict[str, Any]) -> None:
         rid = request.get("id")
@@ -92,7 +87,7 @@ class ShimServer:
     def serve(self, stdin: IO[str]) -> None:
         self.write({"hello": PROTOCOL, "version": VERSION, "name": self.cut.name,
                     "features": sorted(str(f) for f in self.cut.features)})
-        self._events_thread.start()
+        self.cut.events.subscribe(self._on_event)
         for raw in stdin:
             line = raw.strip()
             if not line:
@@ -106,7 +101,6 @@ class ShimServer:
                 self.write({"id": request.get("id"), "ok": True, "result": None})
                 break
             threading.Thread(target=self.handle, args=(request,), daemon=True).start()
-        self._stop.set()
 
 
 def main(cut: ClientUnderTest) -> int:

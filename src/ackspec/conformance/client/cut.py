@@ -88,12 +88,20 @@ class CutEvents:
     def __init__(self) -> None:
         self._events: list[CutEvent] = []
         self._cond = threading.Condition()
+        self._listeners: list[Callable[[CutEvent], None]] = []
+
+    def subscribe(self, listener: Callable[[CutEvent], None]) -> None:
+        """Call ``listener`` synchronously, in order, for every later event (the shim server writes them out)."""
+        with self._cond:
+            self._listeners.append(listener)
 
     def append(self, kind: str, /, **detail: Any) -> CutEvent:
         with self._cond:
             event = CutEvent(kind, detail, len(self._events), time.monotonic())
             self._events.append(event)
             self._cond.notify_all()
+            for listener in self._listeners:  # under the lock: listeners see events in index order
+                listener(event)
             return event
 
     def of(self, *kinds: str) -> list[CutEvent]:
