@@ -146,3 +146,67 @@ def test_fuzz_mutated_frames(frame: Frame, data: st.DataObject) -> None:
             assert isinstance(x, (Frame, type(HEARTBEAT)))
     except StompProtocolError:
         pass
+
+
+class _EagerCompactingParser(FrameParser):
+    """Compacts its buffer as soon as anything was consumed, to exercise that path on small inputs."""
+
+    _COMPACT_AT = 1
+
+
+def _feed_in(parser: FrameParser, stream: bytes, cuts: list[int]) -> list[object]:
+    got: list[object] = []
+    prev = 0
+    for cut in [*cuts, len(stream)]:
+        got += parser.feed(stream[prev:cut])
+        prev = cut
+    return got
+
+
+@given(st.lists(frames(), min_size=1, max_size=6), st.data())
+def test_buffered_bytes_do_not_change_the_result(fs: list[Frame], data: st.DataObject) -> None:
+    """Feeding everything at once, in slices, or with compaction after every frame gives the same items."""
+    stream = b"".join(encode(f) + data.draw(st.sampled_from([b"", b"\n", b"\r\n"])) for f in fs)
+    whole = FrameParser().feed(stream)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=10)))
+    assert _feed_in(FrameParser(), stream, cuts) == whole
+    compacting = _EagerCompactingParser()
+    assert _feed_in(compacting, stream, cuts) == whole
+    assert compacting.buffered == 0
+
+
+@pytest.mark.parametrize("slice_size", [1, 7, 1024, 65536, 1 << 30])
+def test_large_stream_any_slice_size(slice_size: int) -> None:
+    """~600 KiB of frames (past the compaction threshold), with and without content-length."""
+    frames_in = [Frame("MESSAGE", (("subscription", "s"), ("message-id", str(i)), ("content-length", "100")),
+                       bytes([i % 251 + 1]) * 100) if i % 2 else
+                 Frame("SEND", (("destination", f"/queue/q{i}"),), b"x" * (i % 300)) for i in range(4000)]
+    stream = b"".join(encode(f) for f in frames_in)
+    if slice_size == 1:
+        stream = stream[:20000]  # byte by byte is slow; the prefix still crosses many frames
+    parser = FrameParser()
+    got: list[object] = []
+    for start in range(0, len(stream), slice_size):
+        got += parser.feed(stream[start:start + slice_size])
+    expected = FrameParser().feed(stream)
+    assert got == expected
+    if slice_size != 1:
+        assert got == frames_in
+        assert parser.buffered == 0
+
+
+def test_buffered_counts_an_incomplete_frame() -> None:
+    parser = FrameParser()
+    assert parser.feed(b"SEND\ndestination:/queue/a\n\nab") == []
+    assert parser.buffered == 2  # the headers are consumed once parsed; the body waits for its NUL
+    assert parser.feed(b"c\x00SEND\n") == [Frame("SEND", (("destination", "/queue/a"),), b"abc")]
+    assert parser.buffered == 5
+
+
+def test_limits_apply_to_unconsumed_bytes_only() -> None:
+    """Many small frames in one feed never trip the frame or header limits by their total size."""
+    frame = encode(Frame("SEND", (("destination", "/queue/a"),), b"x" * 50))
+    parser = FrameParser(max_frame=200, max_headers=2, max_header_length=40)
+    assert len(parser.feed(frame * 1000)) == 1000
+    with pytest.raises(StompProtocolError, match="larger than"):
+        parser.feed(b"SEND\n\n" + b"x" * 300)

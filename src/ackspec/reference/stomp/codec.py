@@ -125,7 +125,17 @@ def encode(frame: Frame, version: str = "1.2", *, content_length: bool = False) 
 
 
 class FrameParser:
-    """Incremental STOMP parser with limits. See the module docstring."""
+    """Incremental STOMP parser with limits. See the module docstring.
+
+    Why index-based: received bytes are appended to one ``bytearray`` and frames are cut out
+    of it by an offset (``_pos``) that only moves forward; searches for the end of the
+    headers or for the NUL resume where the previous search stopped (``_scan``). Nothing is
+    deleted from the front per frame, so feeding 64 KiB at once costs the same per frame as
+    feeding 1 KiB slices; consumed bytes are dropped ("compacted") only when they outweigh
+    what is left, which keeps the copying linear overall.
+    """
+
+    _COMPACT_AT: Final = 64 * 1024
 
     def __init__(
         self,
@@ -142,79 +152,117 @@ class FrameParser:
         self.version = version
         self.commands = commands
         self._buf = bytearray()
+        self._pos = 0  # start of the unconsumed bytes in _buf
+        self._scan = 0  # absolute index where the search for the end of headers / the NUL resumes
         self._error: StompProtocolError | None = None
-        # Pending frame whose headers are parsed and whose body we are waiting for.
+        # Pending frame whose headers are parsed (and consumed) and whose body starts at _pos.
         self._pending: tuple[str, tuple[tuple[str, str], ...], int | None] | None = None
-        self._scan = 0  # where to resume the search for the end of headers / the NUL
 
     @property
     def buffered(self) -> int:
-        """Bytes received but not yet returned as a frame."""
-        return len(self._buf)
+        """Bytes received but not yet returned as a frame (headers of a pending frame excluded)."""
+        return len(self._buf) - self._pos
 
     def feed(self, data: bytes) -> list[Frame | HeartBeat]:
         """Add ``data``; return every frame completed so far (may be empty)."""
         if self._error is not None:
             raise self._error
+        buf = self._buf
+        pos = self._pos
+        if pos:
+            if pos == len(buf):  # everything consumed: start over (the common case)
+                buf.clear()
+                self._scan = self._pos = 0
+            elif pos >= self._COMPACT_AT and pos * 2 >= len(buf):  # copy at most what was consumed
+                del buf[:pos]
+                self._scan -= pos
+                self._pos = 0
         if data:
-            self._buf += data
+            buf += data
         out: list[Frame | HeartBeat] = []
         try:
-            while True:
-                item = self._next()
-                if item is None:
-                    return out
-                out.append(item)
+            self._parse(out)
         except StompProtocolError as exc:
             self._error = exc
             raise
         except Exception as exc:  # defensive: the contract is "only StompProtocolError"
             self._error = StompProtocolError(f"malformed frame ({type(exc).__name__})")
             raise self._error from exc
+        return out
 
-    def _next(self) -> Frame | HeartBeat | None:
+    def _parse(self, out: list[Frame | HeartBeat]) -> None:
         buf = self._buf
-        if self._pending is None:
-            if not buf:
-                return None
-            first = buf[0]
-            if first == 0x0A:  # heart-beat EOL
-                del buf[0]
-                return HEARTBEAT
-            if first == 0x0D:
-                if len(buf) < 2:
-                    return None
-                if buf[1] != 0x0A:
-                    raise StompProtocolError("malformed frame: CR not followed by LF")
-                del buf[:2]
-                return HEARTBEAT
-            end = buf.find(b"\n\n", self._scan)
-            # bounded search: scanning the whole buffer for CRLF per frame would be quadratic
-            end_crlf = buf.find(b"\n\r\n", self._scan, end + 1 if end >= 0 else len(buf))
-            if end < 0 and end_crlf < 0:
-                limit = min(self.max_frame, (self.max_headers + 1) * (self.max_header_length + 2))
-                if len(buf) > limit:
-                    raise StompProtocolError(
-                        f"frame headers exceed the limit ({self.max_frame} bytes / {self.max_headers} headers)"
-                    )
-                nl = buf.rfind(b"\n")
-                tail = len(buf) - (nl + 1)
-                if tail > self.max_header_length:
-                    raise StompProtocolError(f"header line longer than {self.max_header_length} bytes")
-                self._scan = max(0, len(buf) - 2)
-                return None
-            if end < 0 or (0 <= end_crlf < end):
-                head_end, body_start = end_crlf, end_crlf + 3
-            else:
-                head_end, body_start = end, end + 2
-            if body_start > self.max_frame:
-                raise StompProtocolError(f"frame larger than {self.max_frame} bytes")
-            self._parse_head(bytes(buf[:head_end]))
-            del buf[:body_start]
-            self._scan = 0
-        return self._body()
+        n = len(buf)
+        pos = self._pos
+        append = out.append
+        try:
+            while True:
+                if self._pending is None:
+                    if pos >= n:
+                        return
+                    first = buf[pos]
+                    if first == 0x0A:  # heart-beat EOL
+                        pos += 1
+                        append(HEARTBEAT)
+                        continue
+                    if first == 0x0D:
+                        if pos + 1 >= n:
+                            return
+                        if buf[pos + 1] != 0x0A:
+                            raise StompProtocolError("malformed frame: CR not followed by LF")
+                        pos += 2
+                        append(HEARTBEAT)
+                        continue
+                    scan = self._scan if self._scan > pos else pos
+                    end = buf.find(b"\n\n", scan)
+                    # bounded search: scanning the whole buffer for CRLF per frame would be quadratic
+                    end_crlf = buf.find(b"\n\r\n", scan, end + 1 if end >= 0 else n)
+                    if end < 0 and end_crlf < 0:
+                        self._incomplete_head(pos, n)
+                        return
+                    if end < 0 or (0 <= end_crlf < end):
+                        head_end, body_start = end_crlf, end_crlf + 3
+                    else:
+                        head_end, body_start = end, end + 2
+                    if body_start - pos > self.max_frame:
+                        raise StompProtocolError(f"frame larger than {self.max_frame} bytes")
+                    self._parse_head(buf[pos:head_end])
+                    pos = self._scan = body_start
+                command, headers, length = self._pending  # type: ignore[misc]
+                if length is not None:
+                    stop = pos + length
+                    if n <= stop:
+                        return
+                    if buf[stop] != 0:
+                        raise StompProtocolError("frame body not terminated by NUL after content-length bytes")
+                else:
+                    stop = buf.find(b"\x00", self._scan if self._scan > pos else pos)
+                    if stop < 0:
+                        if n - pos > self.max_frame:
+                            raise StompProtocolError(f"frame larger than {self.max_frame} bytes")
+                        self._scan = n
+                        return
+                append(Frame(command, headers, bytes(buf[pos:stop])))
+                self._pending = None
+                pos = self._scan = stop + 1
+        finally:
+            self._pos = pos
 
-    def _parse_head(self, head: bytes) -> None:
+    def _incomplete_head(self, pos: int, n: int) -> None:
+        """No end of headers yet: enforce the limits on what is buffered, remember where to resume."""
+        buf = self._buf
+        limit = min(self.max_frame, (self.max_headers + 1) * (self.max_header_length + 2))
+        if n - pos > limit:
+            raise StompProtocolError(
+                f"frame headers exceed the limit ({self.max_frame} bytes / {self.max_headers} headers)"
+            )
+        nl = buf.rfind(b"\n", pos)
+        tail = n - (nl + 1 if nl >= 0 else pos)
+        if tail > self.max_header_length:
+            raise StompProtocolError(f"header line longer than {self.max_header_length} bytes")
+        self._scan = max(pos, n - 2)
+
+    def _parse_head(self, head: bytes | bytearray) -> None:
         try:
             text = head.decode("utf-8")
         except UnicodeDecodeError:
@@ -228,22 +276,26 @@ class FrameParser:
             raise StompProtocolError(f"unknown command {shown!r}")
         if len(lines) - 1 > self.max_headers:
             raise StompProtocolError(f"too many headers (limit {self.max_headers})")
-        plain = self.version == "1.0" or command in UNESCAPED_COMMANDS
+        version = self.version
+        # Unescaping is needed only when a backslash occurs at all (rare): one test per frame.
+        unescape = "\\" in text and not (version == "1.0" or command in UNESCAPED_COMMANDS)
+        # CR is part of EOL only since 1.2 (and in CONNECT frames): strip it only when present.
+        crlf = "\r" in text and (version == "1.2" or command in UNESCAPED_COMMANDS)
+        max_len = self.max_header_length
         headers: list[tuple[str, str]] = []
         length: int | None = None
-        crlf = self.version == "1.2" or command in UNESCAPED_COMMANDS  # CR is part of EOL only since 1.2
         for raw in lines[1:]:
             line = raw.removesuffix("\r") if crlf else raw
-            if len(line) > self.max_header_length:
-                raise StompProtocolError(f"header line longer than {self.max_header_length} bytes")
+            if len(line) > max_len:
+                raise StompProtocolError(f"header line longer than {max_len} bytes")
             name, sep, value = line.partition(":")
             if not sep:
                 raise StompProtocolError(f"malformed header line (no colon): {line[:40]!r}")
             if not name:
                 raise StompProtocolError("malformed header line (empty name)")
-            if not plain:
-                name = _unescape(name, self.version)
-                value = _unescape(value, self.version)
+            if unescape:
+                name = _unescape(name, version)
+                value = _unescape(value, version)
             if name == "content-length" and length is None:
                 if not value.isdigit() or not value.isascii():
                     raise StompProtocolError(f"invalid content-length {value[:20]!r}")
@@ -252,30 +304,6 @@ class FrameParser:
                     raise StompProtocolError(f"frame larger than {self.max_frame} bytes")
             headers.append((name, value))
         self._pending = (command, tuple(headers), length)
-
-    def _body(self) -> Frame | None:
-        assert self._pending is not None
-        command, headers, length = self._pending
-        buf = self._buf
-        if length is not None:
-            if len(buf) < length + 1:
-                return None
-            if buf[length] != 0:
-                raise StompProtocolError("frame body not terminated by NUL after content-length bytes")
-            body = bytes(buf[:length])
-            del buf[: length + 1]
-        else:
-            nul = buf.find(b"\x00", self._scan)
-            if nul < 0:
-                if len(buf) > self.max_frame:
-                    raise StompProtocolError(f"frame larger than {self.max_frame} bytes")
-                self._scan = len(buf)
-                return None
-            body = bytes(buf[:nul])
-            del buf[: nul + 1]
-        self._pending = None
-        self._scan = 0
-        return Frame(command, headers, body)
 
 
 def parse_all(data: bytes, **kwargs: object) -> list[Frame | HeartBeat]:
