@@ -17,7 +17,8 @@ from ackspec.reference.stomp.codec import FrameParser, StompProtocolError
 from ackspec.reference.stomp.frames import Frame
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-FEED_SLICE = 1024
+RECV_BYTES = 256 * 1024
+"""One read takes what is there (the codec's cost per frame does not depend on the size fed)."""
 
 
 @dataclass(frozen=True)
@@ -69,16 +70,13 @@ class LeanStompClient:
 
     def feed_available(self) -> bool:
         """Reads once from the socket (blocking) and queues the frames; False on EOF."""
-        data = self.sock.recv(65536)
+        data = self.sock.recv(RECV_BYTES)
         if not data:
             return False
         try:
-            # Fed in small slices: the codec's cost per frame grows with its buffered bytes, so
-            # 64 KiB at once parses ~15x slower than 1 KiB slices (measured: 14k vs 66k frames/s).
-            for start in range(0, len(data), FEED_SLICE):
-                for item in self.parser.feed(data[start:start + FEED_SLICE]):
-                    if isinstance(item, Frame):
-                        self.pending.append(item)
+            for item in self.parser.feed(data):
+                if isinstance(item, Frame):
+                    self.pending.append(item)
         except StompProtocolError as exc:
             raise BrokerError(f"bench: malformed frame from port {self.endpoint.port}: {exc.message}") from exc
         return True
