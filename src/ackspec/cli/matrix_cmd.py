@@ -68,11 +68,11 @@ def render(runs: list[RunResults]) -> str:
         "| target | URL | adapter | run | seed | duration | verdicts |",
         "|---|---|---|---|---|---|---|",
     ]
-    for label, run in zip(labels, runs, strict=True):
+    for i, (label, run) in enumerate(zip(labels, runs, strict=True)):
         counts: dict[str, int] = defaultdict(int)
-        for req in cells:
-            if len(runs) and runs.index(run) in cells[req]:
-                counts[str(cells[req][runs.index(run)])] += 1
+        for by_run in cells.values():
+            if i in by_run:
+                counts[str(by_run[i])] += 1
         summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
         lines.append(f"| {label} | `{run.target.url}` | {run.target.adapter or ''} | {run.run_id} | "
                      f"{run.seed} | {_duration(run)} | {summary} |")
