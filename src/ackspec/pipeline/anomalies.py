@@ -59,8 +59,8 @@ REQUIREMENTS: dict[AnomalyKind, str] = {
     AnomalyKind.ORDER: "JMS-6.2.9.1-PER-PRODUCER-ORDER",
     AnomalyKind.DELIVERY_COUNT_START: "JMS-3.5.11-DELIVERY-COUNT-FIRST-ONE",
     AnomalyKind.DELIVERY_COUNT_DECREASE: "JMS-3.5.11-DELIVERY-COUNT-INCREMENTS",
-    AnomalyKind.DEAD_LETTER: "AMQ-REDELIVERY-DLQ-AFTER-MAX",
-    AnomalyKind.IN_FLIGHT: "AMQ-PREFETCH-BOUND",
+    AnomalyKind.DEAD_LETTER: "AMQ-REDELIVERY-MAX",
+    AnomalyKind.IN_FLIGHT: "AMQ-PREFETCH-PUSH-BOUND",
 }
 """The requirement of the catalogue (src/ackspec/spec/catalogue/) each kind breaks."""
 

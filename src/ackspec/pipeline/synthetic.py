@@ -147,6 +147,8 @@ class _Simulation:
                 yield None
                 continue
             lose = self.pending is AnomalyKind.LOST and self.rng.random() < 0.3
+            if lose:
+                self.pending = None  # claimed now: another producer must not lose one too
             roll = self.rng.random()
             ops = [self.rec(RecordType.INVOKE, Op.SEND, process, **common)]
             if self.p.async_confirms:

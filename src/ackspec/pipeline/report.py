@@ -1,0 +1,443 @@
+"""The requirement traceability report over one or many run directories.
+
+``build_report(run_dirs, out_dir)`` reads every run's ``results.json`` and histories
+(layout: :mod:`ackspec.pipeline.layout`), checks the histories (Spark, or the
+single-process checker for small inputs: the same rules), and writes:
+
+- ``report.html``: one self-contained page (inline CSS/JS/images, no network);
+- ``report.json`` and ``report.csv``: the same data, for machines;
+- ``anomalies.json``: every anomaly the history checks found;
+- ``environment.properties`` and ``categories.json`` into each run's ``allure-results/``.
+
+Bad input fails the whole report with one line naming the file (an
+:class:`~ackspec.errors.AckspecError`): a report silently covering fewer runs than
+asked for would mislead the auditor reading it. Nothing is written in that case.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import os
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from ackspec.errors import AckspecError
+from ackspec.history.record import HistoryFormatError, Record
+from ackspec.pipeline.allure import write_allure_files
+from ackspec.pipeline.anomalies import Anomaly, SendCounts
+from ackspec.pipeline.checks_python import check_histories
+from ackspec.pipeline.checks_spark import check_dataframe
+from ackspec.pipeline.layout import BENCH_SCHEMA, RunDir, resolve_run_dirs
+from ackspec.pipeline.report_html import render_html
+from ackspec.pipeline.schema import check_parquet, read_run, row_to_record
+from ackspec.pipeline.session import get_session, progress
+from ackspec.results import ResultsFormatError, RunResults, Verdict, combine, is_failure
+from ackspec.spec import SpecError, load_catalogue
+from ackspec.spec.citations import default_scan_paths, scan
+
+REPORT_SCHEMA = "ackspec.report/1"
+NORMATIVE = ("MUST", "MUST-NOT", "SHOULD", "SHOULD-NOT")
+SMALL_INPUT_BYTES = 64 * 1024 * 1024
+"""Below this much history data (and without ``--master``) the single-process checker is used:
+same rules, no Spark start-up (which costs 15-30 s on a 2-core machine)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSummary:
+    """What ``build_report`` wrote and the headline numbers, for the caller to print."""
+
+    out_dir: Path
+    html: Path
+    json: Path
+    csv: Path
+    runs: int
+    targets: tuple[str, ...]
+    requirements: int
+    cells: int
+    failing_cells: int
+    anomalies: int
+    engine: str
+    sends: SendCounts = field(default_factory=SendCounts)
+    seconds: float = 0.0
+
+    def lines(self) -> list[str]:
+        return [
+            f"report: {self.runs} run(s), {len(self.targets)} target(s), {self.requirements} requirement(s), "
+            f"{self.cells} cell(s), {self.failing_cells} failing; {self.anomalies} history anomalies "
+            f"({self.engine} checker); sends: {self.sends.confirmed} confirmed, {self.sends.failed} failed, "
+            f"{self.sends.indeterminate} indeterminate",
+            f"report: {self.html}",
+        ]
+
+
+@dataclass(slots=True)
+class _Run:
+    dir: RunDir
+    results: RunResults
+
+    @property
+    def target(self) -> str:
+        return target_name(self.results)
+
+
+def target_name(results: RunResults) -> str:
+    """The column a run belongs to: its profile, else its target URL."""
+    return results.target.profile or results.target.url
+
+
+# --- loading ----------------------------------------------------------------------------------------
+
+
+def load_runs(run_dirs: Iterable[str | Path | RunDir]) -> list[_Run]:
+    dirs: list[RunDir] = []
+    patterns: list[str] = []
+    for item in run_dirs:
+        if isinstance(item, RunDir):
+            dirs.append(item)
+        else:
+            patterns.append(str(item))
+    if patterns:
+        dirs.extend(resolve_run_dirs(patterns))
+    if not dirs:
+        raise AckspecError("no run directory given")
+    runs = []
+    for run_dir in dirs:
+        if not run_dir.results.is_file():
+            raise AckspecError(f"{run_dir.root}: not a run directory (no results.json)")
+        try:
+            runs.append(_Run(run_dir, RunResults.read(run_dir.results)))
+        except ResultsFormatError as exc:
+            raise AckspecError(str(exc)) from exc
+    runs.sort(key=lambda r: (r.results.started, r.results.run_id))
+    return runs
+
+
+def history_bytes(runs: Sequence[_Run]) -> int:
+    total = 0
+    for run in runs:
+        if run.dir.has_parquet():
+            total += sum(p.stat().st_size for p in run.dir.histories_parquet.rglob("*.parquet"))
+        else:
+            total += sum(p.stat().st_size for p in run.dir.history_files())
+    return total
+
+
+def read_records_python(runs: Sequence[_Run]) -> list[Record]:
+    """All history records of the runs, read without Spark (strict: errors name file and line)."""
+    records: list[Record] = []
+    for run in runs:
+        if run.dir.has_parquet():
+            check_parquet(run.dir.histories_parquet)
+            for file in sorted(run.dir.histories_parquet.rglob("*.parquet")):
+                partition = dict(part.split("=", 1) for part in file.parent.relative_to(
+                    run.dir.histories_parquet).parts if "=" in part)
+                try:
+                    rows = pq.read_table(file).to_pylist()
+                except Exception as exc:
+                    raise AckspecError(f"{file}: corrupt Parquet file ({type(exc).__name__}: {exc})") from exc
+                for row in rows:
+                    row.setdefault("run", partition.get("run"))
+                    row.setdefault("target", partition.get("target"))
+                    try:
+                        records.append(row_to_record(row))
+                    except (HistoryFormatError, ValueError) as exc:
+                        raise AckspecError(f"{file}: {exc}") from exc
+            continue
+        for file in run.dir.history_files():
+            with file.open(encoding="utf-8") as lines:
+                for number, line in enumerate(lines, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        records.append(Record.from_json(line))
+                    except HistoryFormatError as exc:
+                        raise AckspecError(f"{file}:{number}: {exc}") from exc
+    return records
+
+
+def check_runs(runs: Sequence[_Run], master: str | None, engine: str) -> tuple[list[Anomaly], SendCounts, str]:
+    """History anomalies of all runs, with the engine that found them."""
+    with_histories = [r for r in runs if r.dir.has_parquet() or r.dir.history_files()]
+    if not with_histories:
+        return [], SendCounts(), "none"
+    if engine == "auto":
+        engine = "python" if master is None and history_bytes(with_histories) < SMALL_INPUT_BYTES else "spark"
+    if engine == "python":
+        progress(f"checking the histories of {len(with_histories)} run(s) (single process)")
+        result = check_histories(read_records_python(with_histories))
+        return list(result.anomalies), result.sends, "python"
+    progress(f"starting Spark ({master or 'local[*]'})")
+    spark = get_session(master)
+    frames = []
+    for run in with_histories:
+        progress(f"reading the histories of {run.results.run_id}")
+        frame = read_run(spark, run.dir)
+        if frame is not None:
+            frames.append(frame)
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    progress("checking the histories (Spark)")
+    try:
+        result = check_dataframe(union).collect()
+    except Exception as exc:
+        if type(exc).__name__ in ("SparkException", "Py4JJavaError", "AnalysisException", "SparkRuntimeException"):
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise AckspecError(f"Spark could not read the histories: {first[:300]}") from exc
+        raise
+    return list(result.anomalies), result.sends, "spark"
+
+
+def junit_tests(path: Path) -> set[str]:
+    """Test ids (file::name) in a JUnit XML file; unreadable files count as none (the report says so)."""
+    try:
+        tree = ET.parse(path)
+    except (OSError, ET.ParseError):
+        return set()
+    names = set()
+    for case in tree.iter("testcase"):
+        classname, name = case.get("classname", ""), case.get("name", "")
+        names.add(f"{classname.replace('.', '/')}.py::{name}" if classname else name)
+    return names
+
+
+def load_bench(runs: Sequence[_Run]) -> list[dict[str, Any]]:
+    figures: list[dict[str, Any]] = []
+    for run in runs:
+        if not run.dir.bench.is_file():
+            continue
+        try:
+            data = json.loads(run.dir.bench.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise AckspecError(f"{run.dir.bench}: not a JSON benchmark file ({exc})") from exc
+        if not isinstance(data, dict) or data.get("schema") != BENCH_SCHEMA:
+            found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise AckspecError(f"{run.dir.bench}: unknown benchmark schema {found!r} (expected {BENCH_SCHEMA})")
+        for figure in data.get("figures", []):
+            if isinstance(figure, dict) and isinstance(figure.get("x"), list) and isinstance(figure.get("y"), list):
+                figures.append({**figure, "run": run.results.run_id})
+    return figures
+
+
+# --- the report's data ---------------------------------------------------------------------------------
+
+
+def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: Any) -> dict[str, Any]:
+    targets = sorted({run.target for run in runs})
+    by_run = {run.results.run_id: run for run in runs}
+    # cells: (requirement, target) -> runs in time order -> test entries
+    cell_runs: dict[tuple[str, str], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    tests_without_requirement: set[str] = set()
+    all_result_tests: set[str] = set()
+    for run in runs:
+        for result in run.results.tests:
+            all_result_tests.add(result.test)
+            if not result.requirement:
+                tests_without_requirement.add(result.test)
+                continue
+            cell_runs[(result.requirement, run.target)][run.results.run_id].append(result)
+    anomalies_by_cell: dict[tuple[str, str], list[Anomaly]] = defaultdict(list)
+    run_target = {run.results.run_id: run.target for run in runs}
+    for anomaly in anomalies:
+        anomalies_by_cell[(anomaly.requirement, run_target.get(anomaly.run, "?"))].append(anomaly)
+
+    cells: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = []
+    flaky: list[dict[str, Any]] = []
+    for (requirement, target), per_run in sorted(cell_runs.items()):
+        ordered = sorted(per_run, key=lambda rid: (by_run[rid].results.started, rid))
+        timeline = []
+        for rid in ordered:
+            results = by_run[rid].results
+            verdict = combine(t.verdict for t in per_run[rid])
+            timeline.append({"run": rid, "started": results.started, "code_version": results.code_version,
+                             "verdict": str(verdict)})
+        changes = [{"run": b["run"], "started": b["started"], "from": a["verdict"], "to": b["verdict"],
+                    "code_version": b["code_version"]}
+                   for a, b in itertools.pairwise(timeline) if a["verdict"] != b["verdict"]]
+        by_code: dict[str, set[str]] = defaultdict(set)
+        for rid in ordered:
+            for t in per_run[rid]:
+                by_code[by_run[rid].results.code_version].add(str(t.verdict))
+        for code, verdicts in by_code.items():
+            if "pass" in verdicts and "fail" in verdicts:
+                flaky.append({"requirement": requirement, "target": target, "code_version": code})
+        if changes:
+            history.append({"requirement": requirement, "target": target, "changes": changes})
+        last_id = ordered[-1]
+        last = by_run[last_id].results
+        entries = per_run[last_id]
+        verdict = combine(t.verdict for t in entries)
+        cell_anomalies = [a for a in anomalies_by_cell.get((requirement, target), []) if a.run == last_id]
+        cells.append({
+            "requirement": requirement, "target": target, "verdict": str(verdict),
+            "failure": is_failure(verdict), "last_run": last_id, "last_started": last.started,
+            "code_version": last.code_version, "seed": _first(t.seed for t in entries) or last.seed,
+            "tests": [{"test": t.test, "verdict": str(t.verdict), "seed": t.seed, "duration": t.duration,
+                       "message": t.message, "history": t.history, "operations": list(t.operations)}
+                      for t in entries],
+            "failing_operations": sorted({op for t in entries if is_failure(t.verdict) for op in t.operations}),
+            "anomalies": [a.to_dict() for a in cell_anomalies],
+            "timeline": timeline,
+        })
+    # anomalies of requirements no result mentions still show up in the matrix
+    for (requirement, target), everything in sorted(anomalies_by_cell.items()):
+        if (requirement, target) not in cell_runs:
+            last_run = max({a.run for a in everything},
+                           key=lambda rid: (by_run[rid].results.started, rid) if rid in by_run else ("", rid))
+            found = [a for a in everything if a.run == last_run]
+            # no test judged it: the anomaly is evidence to review, not a verdict (a test may
+            # deliberately leave messages unconsumed, which looks like loss to the history check)
+            cells.append({"requirement": requirement, "target": target, "verdict": str(Verdict.INDETERMINATE),
+                          "failure": False, "last_run": last_run, "last_started": by_run[last_run].results.started
+                          if last_run in by_run else "", "code_version": "", "seed": None, "tests": [],
+                          "failing_operations": sorted({op for a in found for op in a.operations}),
+                          "anomalies": [a.to_dict() for a in found], "timeline": [],
+                          "note": "found by the history checks only (no test result): review the operations"})
+
+    requirements: dict[str, dict[str, Any]] = {}
+    known = set(catalogue.ids) if catalogue is not None else set()
+    cited = {c["requirement"] for c in cells}
+    for rid in sorted(cited | (known if catalogue is not None else set())):
+        if catalogue is not None and rid in catalogue:
+            req = catalogue.get(rid)
+            requirements[rid] = {"id": rid, "title": req.title, "rule": req.rule, "level": str(req.level),
+                                 "family": req.family, "source": str(req.source), "role": str(req.role),
+                                 "protocols": list(req.protocols), "testable": req.testable, "known": True}
+        elif rid in cited:
+            requirements[rid] = {"id": rid, "title": "(not in the catalogue)", "rule": "", "level": "",
+                                 "family": "unknown", "source": "", "role": "", "protocols": [],
+                                 "testable": True, "known": False}
+    tested = {c["requirement"] for c in cells if c["tests"]}
+    statically_cited = _static_citations()
+    untested = [rid for rid, r in requirements.items()
+                if r["known"] and r["level"] in NORMATIVE and r["testable"] and rid not in tested
+                and rid not in statically_cited]
+    cited_not_run = [rid for rid, r in requirements.items()
+                     if r["known"] and r["level"] in NORMATIVE and rid in statically_cited and rid not in tested]
+    junit_only: set[str] = set()
+    for run in runs:
+        if run.dir.junit.is_file():
+            junit_only |= {t for t in junit_tests(run.dir.junit)
+                           if not any(t.endswith(r.split("::", 1)[-1]) for r in all_result_tests)}
+    never_run = {target: [rid for rid, r in requirements.items()
+                          if r["known"] and r["level"] in NORMATIVE and r["testable"]
+                          and not any(c["requirement"] == rid and c["target"] == target and c["tests"]
+                                      for c in cells)]
+                 for target in targets}
+    unknown = sorted(rid for rid, r in requirements.items() if not r["known"])
+    # only requirements that appear in the matrix are shipped in full; the rest by id in coverage
+    shown = {c["requirement"] for c in cells}
+    return {
+        "schema": REPORT_SCHEMA,
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "runs": [{"run": r.results.run_id, "started": r.results.started, "finished": r.results.finished,
+                  "target": r.target, "url": r.results.target.url, "protocol": r.results.target.protocol,
+                  "adapter": r.results.target.adapter, "code_version": r.results.code_version,
+                  "seed": r.results.seed, "strict": r.results.strict, "tests": len(r.results.tests),
+                  "dir": str(r.dir.root)} for r in runs],
+        "targets": targets,
+        "requirements": {rid: r for rid, r in requirements.items() if rid in shown},
+        "cells": cells,
+        "coverage": {
+            "normative_without_test": untested,
+            "cited_but_never_run": cited_not_run,
+            "tests_without_requirement": sorted(tests_without_requirement | junit_only),
+            "never_run_against_target": never_run,
+            "unknown_requirements": unknown,
+            "catalogue_size": len(known),
+            "titles": {rid: r["title"] for rid, r in requirements.items()},
+            "levels": {rid: r["level"] for rid, r in requirements.items()},
+        },
+        "history": history,
+        "flaky": flaky,
+        "anomalies": [a.to_dict() for a in anomalies],
+    }
+
+
+def _first(values: Iterable[Any]) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _static_citations() -> set[str]:
+    try:
+        return {c.requirement for c in scan(default_scan_paths())}
+    except Exception:  # the scan is a bonus; the results are the evidence
+        return set()
+
+
+def load_catalogue_or_none() -> Any:
+    try:
+        return load_catalogue()
+    except SpecError as exc:
+        raise AckspecError(f"requirement catalogue: {exc}") from exc
+
+
+# --- writing ------------------------------------------------------------------------------------------------
+
+CSV_COLUMNS = ("requirement", "level", "family", "target", "verdict", "tests", "seed", "last_run", "last_started",
+               "code_version", "failing_operations", "anomalies")
+
+
+def write_csv(data: dict[str, Any], path: Path) -> None:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(CSV_COLUMNS)
+    for cell in data["cells"]:
+        req = data["requirements"].get(cell["requirement"], {})
+        writer.writerow([cell["requirement"], req.get("level", ""), req.get("family", ""), cell["target"],
+                         cell["verdict"], " ".join(t["test"] for t in cell["tests"]),
+                         "" if cell["seed"] is None else cell["seed"], cell["last_run"], cell["last_started"],
+                         cell["code_version"], " ".join(str(o) for o in cell["failing_operations"]),
+                         len(cell["anomalies"])])
+    path.write_text(buffer.getvalue(), encoding="utf-8")
+
+
+def build_report(run_dirs: Sequence[str | Path | RunDir], out_dir: str | Path, master: str | None = None, *,
+                 engine: str = "auto") -> ReportSummary:
+    """Build the report of ``run_dirs`` into ``out_dir``; see the module docstring.
+
+    ``engine``: ``auto`` (Spark for big inputs or with ``master``), ``spark`` or ``python``.
+    Raises :class:`AckspecError` (one line, naming the file) on bad input; writes nothing then.
+    """
+    started = time.monotonic()
+    if engine not in ("auto", "spark", "python"):
+        raise AckspecError(f"unknown engine {engine!r} (auto, spark or python)")
+    runs = load_runs(run_dirs)
+    progress(f"report over {len(runs)} run(s): {', '.join(r.results.run_id for r in runs[:5])}"
+             + (" ..." if len(runs) > 5 else ""))
+    catalogue = load_catalogue_or_none()
+    figures = load_bench(runs)
+    anomalies, sends, used = check_runs(runs, master, engine)
+    data = build_data(runs, anomalies, catalogue)
+    data["sends"] = asdict(sends)
+    data["engine"] = used
+    data["figures"] = figures
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    html_path, json_path, csv_path = out / "report.html", out / "report.json", out / "report.csv"
+    json_path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str), encoding="utf-8")
+    write_csv(data, csv_path)
+    (out / "anomalies.json").write_text(json.dumps(data["anomalies"], indent=1), encoding="utf-8")
+    html_path.write_text(render_html(data), encoding="utf-8")
+    for run in runs:
+        write_allure_files(run.dir, run.results, catalogue)
+    targets = tuple(data["targets"])
+    summary = ReportSummary(
+        out_dir=out, html=html_path, json=json_path, csv=csv_path, runs=len(runs), targets=targets,
+        requirements=len({c["requirement"] for c in data["cells"]}), cells=len(data["cells"]),
+        failing_cells=sum(1 for c in data["cells"] if c["failure"]), anomalies=len(anomalies), engine=used,
+        sends=sends, seconds=time.monotonic() - started)
+    if os.environ.get("ACKSPEC_QUIET") != "1":
+        progress(f"report written to {out} in {summary.seconds:.1f} s")
+    return summary
