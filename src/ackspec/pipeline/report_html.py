@@ -104,6 +104,12 @@ JS = r"""
       row.style.display = row.textContent.toLowerCase().indexOf(q) >= 0 ? '' : 'none';
     });
   });
+  function fromHash(){
+    var m = /^#req=(.+)$/.exec(window.location.hash);
+    if (m) show(decodeURIComponent(m[1]));
+  }
+  window.addEventListener('hashchange', fromHash);
+  fromHash();
   document.body.setAttribute('data-ready', 'true');
 })();
 """
