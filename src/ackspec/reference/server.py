@@ -2,10 +2,15 @@
 
 * :class:`BrokerServer`: one asyncio server; per connection an :class:`asyncio.Protocol`
   that feeds bytes into a :class:`~ackspec.reference.stomp.session.StompSession` and writes
-  what it returns. Output is batched: sessions that produced bytes are flushed once per
-  loop iteration (one ``transport.write`` per connection), after the journal records of
-  that iteration were written. Durable confirmations wait for an fsync that runs in a
-  worker thread; records appended meanwhile share the next fsync (group commit).
+  what it returns. The connection that sent data gets its answer in the same callback (one
+  ``transport.write``), after the journal records it caused were written to the OS; other
+  connections that got output (deliveries) are flushed once per loop iteration. Durable
+  confirmations wait for an fsync that runs on a dedicated thread, started at most once per
+  loop iteration so that the records of every connection read in that iteration share it;
+  records appended meanwhile share the next fsync (group commit). Before starting the next
+  fsync the server waits briefly (at most one fsync's duration, ``SYNC_GATHER_MAX``) for the
+  connections whose receipts the last fsync released to send again: producers waiting for
+  receipts then keep sharing one fsync instead of splitting into alternating halves.
 * :class:`EmbeddedBroker`: the broker in a background thread, for tests and the suite::
 
       with EmbeddedBroker() as broker:             # 127.0.0.1, ephemeral port, temp data dir
@@ -40,6 +45,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -60,6 +66,9 @@ T = TypeVar("T")
 
 TICK_SECONDS = 0.02
 WRITE_HIGH_WATER = 1024 * 1024
+SYNC_GATHER_MAX = 0.002
+"""Longest wait (s) for just-released producers before the next fsync (also capped by the last fsync's duration)."""
+SYNC_GATHER_MIN = 0.0002
 
 
 class Listener(Protocol):
@@ -107,6 +116,9 @@ class BrokerServer:
         self._flush_scheduled = False
         self._syncing = False
         self._written = 0  # journal seq written to the OS
+        self._sync_thread: ThreadPoolExecutor | None = None
+        self._gather: asyncio.TimerHandle | None = None
+        self._last_sync_seconds = SYNC_GATHER_MIN
         self._conn_ids = 0
         self._server: asyncio.Server | None = None
         self._control_server: asyncio.Server | None = None
@@ -128,6 +140,7 @@ class BrokerServer:
                     log.info("journal: compacting %d records to %d", report.records, len(live))
                     self.journal.rewrite(live)
             self.journal.open()
+            self._sync_thread = ThreadPoolExecutor(1, thread_name_prefix="ackspec-journal-sync")
             log.info("journal %s: replayed %d record(s)", self.journal.path, report.records)
         else:
             self.hub.journaling = False
@@ -170,9 +183,16 @@ class BrokerServer:
                     await asyncio.wait_for(server.wait_closed(), 2)
         while self._syncing:
             await asyncio.sleep(0.005)
-        self._write_journal()
+        if self._gather is not None:
+            self._gather.cancel()
+            self._gather = None
+        self._write_journal(start_sync=False)
+        if self._sync_thread is not None:
+            self._sync_thread.shutdown(wait=True)
+            self._sync_thread = None
         if self.journal is not None:
             self.journal.sync()
+            log.info("journal: %d record(s) written, %d fsync(s)", self.journal.records_written, self.journal.syncs)
             self.journal.close()
 
     # ------------------------------------------------------------------ connections
@@ -198,8 +218,21 @@ class BrokerServer:
             assert self.loop is not None
             self.loop.call_soon(self.flush)
 
+    def after_input(self, proto: _StompProtocol) -> None:
+        """``proto`` processed input: write the journal records it caused, answer it at once,
+        and leave the rest (other connections' output, the fsync) to this iteration's flush."""
+        if self.hub.journaling:
+            self._write_journal(start_sync=False)
+        if proto.session.has_output or proto.session.close_requested:
+            self._dirty.pop(proto.session.conn_id, None)
+            proto.flush()
+        if not self._flush_scheduled and (self._dirty or self._written > self.hub.synced):
+            self._flush_scheduled = True
+            assert self.loop is not None
+            self.loop.call_soon(self.flush)
+
     def flush(self) -> None:
-        """Write this iteration's journal records, then every connection's pending output."""
+        """Write this iteration's journal records (start an fsync), then every connection's pending output."""
         self._flush_scheduled = False
         self._write_journal()
         dirty = self._dirty
@@ -213,7 +246,7 @@ class BrokerServer:
             assert self.loop is not None
             self.loop.call_soon(self.flush)
 
-    def _write_journal(self) -> None:
+    def _write_journal(self, *, start_sync: bool = True) -> None:
         hub = self.hub
         if not hub.journaling:
             return
@@ -222,26 +255,62 @@ class BrokerServer:
             assert self.journal is not None
             self.journal.append(records)
             self._written = seq
-        if self._written > hub.synced and not self._syncing and self.loop is not None:
-            self._syncing = True
-            target = self._written
-            fut = self.loop.run_in_executor(None, self._sync)
-            fut.add_done_callback(lambda f: self._synced(target, f))
+        if start_sync and self._written > hub.synced and not self._syncing:
+            self._maybe_sync()
 
-    def _sync(self) -> None:
+    def _maybe_sync(self) -> None:
+        """Start the fsync now, or once the producers the last one released have sent again."""
+        hub = self.hub
+        waiting_for = [c for c in hub.released if c not in hub.awaiting and c in hub.handlers]
+        if waiting_for and self.loop is not None:
+            if self._gather is None:
+                delay = min(SYNC_GATHER_MAX, max(SYNC_GATHER_MIN, self._last_sync_seconds))
+                self._gather = self.loop.call_later(delay, self._gather_expired)
+            return
+        self._start_sync()
+
+    def _gather_expired(self) -> None:
+        self._gather = None
+        self.hub.released = frozenset()
+        self._write_journal()
+
+    def _start_sync(self) -> None:
+        if self._gather is not None:
+            self._gather.cancel()
+            self._gather = None
+        self.hub.released = frozenset()
+        executor, loop = self._sync_thread, self.loop
+        if executor is None or loop is None:
+            return
+        self._syncing = True
+        target = self._written
+        fut = executor.submit(self._sync)
+        fut.add_done_callback(lambda f: loop.call_soon_threadsafe(self._synced, target, f))
+
+    def _sync(self) -> float:
+        """On the sync thread: fsync, and how long it took."""
+        t0 = time.perf_counter()
         if self.journal is not None:
             self.journal.sync()
+        return time.perf_counter() - t0
 
-    def _synced(self, target: int, fut: asyncio.Future[None]) -> None:
+    def _synced(self, target: int, fut: Future[float]) -> None:
         self._syncing = False
-        if fut.exception() is not None:
-            log.error("journal fsync failed: %s", fut.exception())
+        exc = fut.exception()
+        if exc is not None:
+            log.error("journal fsync failed: %s", exc)
             return
-        self.hub.mark_synced(target)
-        for p in list(self.protocols.values()):
-            if p.session.has_output:
-                self.mark_dirty(p)
-        self._write_journal()  # start the next group if more records arrived
+        self._last_sync_seconds = fut.result()
+        scheduled = self._flush_scheduled
+        self._flush_scheduled = True  # released receipts are written by the flush below, not a later one
+        try:
+            self.hub.mark_synced(target)
+            for p in list(self.protocols.values()):
+                if p.session.has_output:
+                    self._dirty[p.session.conn_id] = p
+        finally:
+            self._flush_scheduled = scheduled
+        self.flush()  # writes the receipts and starts the next group if more records arrived
 
     async def _tick_forever(self) -> None:
         while True:
@@ -336,7 +405,7 @@ class _StompProtocol(asyncio.Protocol):
         if self.closed:
             return
         self.session.receive_data(data)
-        self.server.mark_dirty(self)
+        self.server.after_input(self)
 
     def flush(self) -> None:
         if self.closed or self.transport is None:

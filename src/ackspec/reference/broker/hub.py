@@ -12,6 +12,10 @@ core call returns goes through :meth:`Hub.apply`, which
 
 Group commit falls out of this: the I/O layer writes all queued records, fsyncs once, then
 calls ``mark_synced(last)`` which releases the confirms of every connection at once.
+:attr:`Hub.awaiting` (connections with a durable confirm not yet released) and
+:attr:`Hub.released` (those the last ``mark_synced`` released) let the I/O layer gather the
+next group: a connection just released usually sends again at once, so the next fsync is
+worth a short wait until it did (see ``BrokerServer``).
 """
 
 from __future__ import annotations
@@ -46,12 +50,17 @@ class Hub:
         """Sequence number of the last journal record known durable."""
         self.journaling = True
         """False for an in-memory broker: records are dropped and everything counts as synced."""
+        self.awaiting: dict[ConnId, int] = {}
+        """Connections with a durable confirm waiting for the journal, and the record it needs."""
+        self.released: frozenset[ConnId] = frozenset()
+        """Connections whose durable confirms the last :meth:`mark_synced` released."""
 
     def attach(self, conn: ConnId, handler: ConnectionHandler) -> None:
         self.handlers[conn] = handler
 
     def detach(self, conn: ConnId) -> None:
         self.handlers.pop(conn, None)
+        self.awaiting.pop(conn, None)
 
     def apply(self, effects: list[Effect]) -> None:
         handlers = self.handlers
@@ -63,7 +72,10 @@ class Hub:
             elif isinstance(e, Confirm):
                 h = handlers.get(e.conn)
                 if h is not None:
-                    h.on_confirm(e, self.appended if e.durable and self.journaling else 0)
+                    needs = self.appended if e.durable and self.journaling else 0
+                    if needs > self.synced:
+                        self.awaiting[e.conn] = needs
+                    h.on_confirm(e, needs)
             else:
                 h = handlers.get(e.conn)
                 if h is not None:
@@ -78,5 +90,10 @@ class Hub:
         if seq <= self.synced:
             return
         self.synced = seq
+        awaiting = self.awaiting
+        released = [conn for conn, needs in awaiting.items() if needs <= seq]
+        for conn in released:
+            del awaiting[conn]
+        self.released = frozenset(released)
         for h in list(self.handlers.values()):
             h.on_synced(seq)
