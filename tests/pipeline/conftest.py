@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from ackspec.pipeline.session import get_session
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "ackspec-out" / "artifacts"
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from ackspec.pipeline.session import get_session
-
     session = get_session("local[2]", extra={"spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()

@@ -12,6 +12,7 @@ from ackspec.history.record import Op, Record, RecordType
 from ackspec.pipeline.anomalies import REQUIREMENTS, AnomalyKind
 from ackspec.pipeline.checks_python import check_histories, check_history
 from ackspec.pipeline.synthetic import COMPATIBLE_MODES, SyntheticParams, generate, random_params
+from ackspec.spec import load_catalogue
 
 Q = "/queue/q"
 
@@ -197,8 +198,6 @@ def test_every_kind_can_be_injected_in_each_compatible_mode() -> None:
 
 
 def test_every_anomaly_kind_names_a_requirement_of_the_catalogue() -> None:
-    from ackspec.spec import load_catalogue
-
     catalogue = load_catalogue()
     for kind in AnomalyKind:
         assert REQUIREMENTS[kind] in catalogue, kind

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import re
 from pathlib import Path
@@ -14,6 +16,7 @@ from ackspec.errors import AckspecError
 from ackspec.pipeline.anomalies import REQUIREMENTS, AnomalyKind
 from ackspec.pipeline.layout import BENCH_SCHEMA, RunDir
 from ackspec.pipeline.report import build_report
+from ackspec.pipeline.schema import convert_run
 from ackspec.pipeline.synthetic import SyntheticParams, generate
 from ackspec.results import RunResults, TargetInfo, Verdict
 from ackspec.results import TestResult as ResultEntry
@@ -106,9 +109,6 @@ def test_spark_engine_gives_the_same_report(runs: list[RunDir], tmp_path: Path, 
 
 
 def cli(*args: str) -> tuple[int, str]:
-    import contextlib
-    import io
-
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main(["report", *args])
@@ -147,8 +147,6 @@ def test_unknown_history_schema_version_names_the_file_and_line(runs: list[RunDi
 
 
 def test_corrupt_parquet_names_the_file(runs: list[RunDir], spark: object) -> None:
-    from ackspec.pipeline.schema import convert_run
-
     convert_run(spark, runs[0])
     victim = sorted(runs[0].histories_parquet.rglob("*.parquet"))[0]
     victim.write_bytes(b"PAR1 this is not parquet")
