@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import queue
+import selectors
 import socket
 import time
 import urllib.request
@@ -181,3 +182,35 @@ def test_group_commit_shares_fsyncs() -> None:
         server = b.server
         assert isinstance(server, BrokerServer) and server.journal is not None
         assert 0 < server.journal.syncs < len(producers) * per / 2
+
+
+@requirement("STOMP-RECEIPT-PERSISTENT-DURABLE")
+def test_group_commit_with_closed_loop_producers() -> None:
+    """8 producers, each sending its next persistent SEND only when the previous one's receipt
+    came back (the benchmark's persistent-8 pattern): they still share fsyncs."""
+    with EmbeddedBroker() as b:
+        producers = [Raw(b).connect() for _ in range(8)]
+        per = 25
+        sent = [1] * len(producers)
+        sel = selectors.DefaultSelector()
+        for k, p in enumerate(producers):
+            p.send("SEND", b"x", destination="/queue/gcl", persistent="true", receipt="0")
+            sel.register(p.sock, selectors.EVENT_READ, k)
+        done = 0
+        while done < per * len(producers):
+            events = sel.select(timeout=5)
+            assert events, "no receipt within 5 s"
+            for key, _ in events:
+                k = key.data
+                f = producers[k].recv()
+                assert f.command == "RECEIPT" and f.get("receipt-id") == str(sent[k] - 1)
+                done += 1
+                if sent[k] < per:
+                    producers[k].send("SEND", b"x", destination="/queue/gcl", persistent="true",
+                                      receipt=str(sent[k]))
+                    sent[k] += 1
+        sel.close()
+        server = b.server
+        assert isinstance(server, BrokerServer) and server.journal is not None
+        assert 0 < server.journal.syncs < done / 2
+        assert b.call(lambda core: core.queue_depth("/queue/gcl")) == done

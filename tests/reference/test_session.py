@@ -469,3 +469,27 @@ def test_fuzz_bytes(data: bytes, draw: st.DataObject) -> None:
     _check_invariants(c, outputs)
     if any(f.command == "ERROR" for f in outputs):
         assert c.closed
+
+
+@requirement("STOMP-RECEIPT-PERSISTENT-DURABLE")
+def test_hub_tracks_durable_waiters_for_group_commit() -> None:
+    """hub.awaiting names the connections whose durable receipt waits for an fsync; mark_synced
+    moves the ones it released to hub.released (what the server's group commit waits for)."""
+    b = Broker(journaling=True)
+    p1, p2, p3 = b.client(), b.client(), b.client()
+    p1.send("SEND", b"a", destination="/queue/g", persistent="true", receipt="r1")
+    p2.send("SEND", b"b", destination="/queue/g", persistent="true", receipt="r2")
+    p3.send("SEND", b"c", destination="/queue/g", receipt="r3")  # not persistent: nothing to wait for
+    assert [f.get("receipt-id") for f in p3.frames()] == ["r3"]
+    hub = b.hub
+    assert set(hub.awaiting) == {p1.session.conn_id, p2.session.conn_id}
+    first = hub.awaiting[p1.session.conn_id]
+    assert p1.frames() == [] and p2.frames() == []
+    hub.mark_synced(first)  # covers p1's record only
+    assert [f.get("receipt-id") for f in p1.frames()] == ["r1"] and p2.frames() == []
+    assert hub.released == {p1.session.conn_id}
+    assert set(hub.awaiting) == {p2.session.conn_id}
+    p2.session.connection_lost()  # a connection that went away is not waited for
+    assert p2.session.conn_id not in hub.awaiting
+    b.sync()
+    assert hub.awaiting == {}
