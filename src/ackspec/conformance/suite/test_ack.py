@@ -126,13 +126,27 @@ def test_client_messages_carry_ack_header(harness: Harness) -> None:
 
 @requirement("STOMP-ACK-UNKNOWN-ID-ERROR", "STOMP-RECEIPT-MEANS-SUCCESS")
 def test_ack_of_unknown_id_is_an_error(harness: Harness) -> None:
+    """A second ACK of an already acknowledged delivery (a well-formed id that names nothing now)."""
+    harness.require(Capability.ACK_CLIENT_INDIVIDUAL, Capability.RECEIPTS)
+    q = harness.queue()
     raw = harness.raw_connected()
-    raw.send(frame("ACK", {"id": "ackspec-no-such-delivery", "receipt": "r-unknown-ack"}))
+    raw.send(frame("SUBSCRIBE", {"destination": q, "id": "s1", "ack": "client-individual", "receipt": "r-sub"}))
+    raw.read_until("RECEIPT")
+    raw.send(frame("SEND", {"destination": q}, b"once"))
+    message = raw.read_until("MESSAGE")
+    check(message is not None and message.headers.get("ack"), "STOMP-ACK-UNKNOWN-ID-ERROR",
+          "no MESSAGE with an ack header arrived")
+    assert message is not None
+    ack_id = message.headers["ack"]
+    raw.send(frame("ACK", {"id": ack_id, "receipt": "r-ack-1"}))
+    first = raw.read_frame()
+    check(first is not None and first.command == "RECEIPT", "STOMP-ACK-UNKNOWN-ID-ERROR",
+          f"the first ACK got {first.command if first else 'nothing'}")
+    raw.send(frame("ACK", {"id": ack_id, "receipt": "r-ack-2"}))
     reply = raw.read_frame()
     checks = Checks()
     checks.check(reply is None or reply.command != "RECEIPT", "STOMP-RECEIPT-MEANS-SUCCESS",
-                 "ACK of an unknown id was answered with RECEIPT")
-    checks.check((reply is not None and reply.command == "ERROR") or
-                 (reply is not None and raw.read_until("ERROR") is not None),
-                 "STOMP-ACK-UNKNOWN-ID-ERROR", "ACK of an unknown id got no ERROR")
+                 "a second ACK of the same delivery was answered with RECEIPT")
+    error = reply if reply is not None and reply.command == "ERROR" else raw.read_until("ERROR", 1.0)
+    checks.check(error is not None, "STOMP-ACK-UNKNOWN-ID-ERROR", "ACK of an already acknowledged id got no ERROR")
     checks.done()
