@@ -1,0 +1,64 @@
+"""Unit tests of the verdict rules and the queue model (no broker needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ackspec.adapters.base import AckMode, Indeterminate, NotSupported
+from ackspec.conformance.model import QueueModel
+from ackspec.conformance.verdicts import Checks, RequirementViolation, RequirementViolations, classify, decide
+from ackspec.results import Verdict
+
+
+def verdicts(reqs: list[str], exc: BaseException | None,
+             deviations: dict[str, str] | None = None) -> dict[str, Verdict]:
+    return {v.requirement: v.verdict for v in decide(reqs, classify(exc), deviations or {})}
+
+
+def test_pass_and_stale() -> None:
+    assert verdicts(["A", "B"], None, {"B": "known"}) == {"A": Verdict.PASS, "B": Verdict.STALE}
+
+
+def test_violation_charges_the_named_requirement() -> None:
+    got = verdicts(["A", "B"], RequirementViolation("B", "broken"), {})
+    assert got == {"A": Verdict.INDETERMINATE, "B": Verdict.FAIL}
+
+
+def test_soft_checks_pass_what_held_and_deviate_where_documented() -> None:
+    checks = Checks()
+    checks.check(True, "A", "ok")
+    checks.check(False, "B", "broken")
+    with pytest.raises(RequirementViolations) as info:
+        checks.done()
+    assert verdicts(["A", "B"], info.value, {"B": "known"}) == {"A": Verdict.PASS, "B": Verdict.DEVIATION}
+
+
+def test_not_applicable_indeterminate_error() -> None:
+    assert verdicts(["A"], NotSupported("prefetch")) == {"A": Verdict.NOT_APPLICABLE}
+    assert verdicts(["A"], Indeterminate("timeout")) == {"A": Verdict.INDETERMINATE}
+    assert verdicts(["A"], KeyError("bug")) == {"A": Verdict.ERROR}
+    assert verdicts(["A"], AssertionError("x")) == {"A": Verdict.FAIL}
+
+
+def test_model_accepts_a_correct_run_and_catches_loss_order_and_duplicates() -> None:
+    m = QueueModel()
+    m.sent([0, 1, 2])
+    m.subscribed("s", AckMode.CLIENT)
+    m.delivered("s", 0, b"m0", False, 1)
+    m.delivered("s", 1, b"m1", False, 1)
+    m.acked("s", 1)  # cumulative: 0 and 1
+    with pytest.raises(RequirementViolation, match="STOMP-ACK-CLIENT-CUMULATIVE"):
+        m.delivered("s", 0, b"m0", True, 2)
+    m2 = QueueModel()
+    m2.sent([0, 1])
+    m2.subscribed("s", AckMode.CLIENT_INDIVIDUAL)
+    with pytest.raises(RequirementViolation, match="PER-PRODUCER-ORDER"):
+        m2.delivered("s", 1, b"m1", False, 1)
+        m2.delivered("s", 0, b"m0", False, 1)
+    m3 = QueueModel()
+    m3.sent([0])
+    m3.subscribed("s", AckMode.CLIENT_INDIVIDUAL)
+    m3.delivered("s", 0, b"m0", False, 1)
+    m3.closed("s")
+    with pytest.raises(RequirementViolation, match="STOMP-ACK-UNACKED-NOT-CONSUMED"):
+        m3.final()
