@@ -300,3 +300,10 @@ class _MessageListener:
                 raise RuntimeError("listener failure requested by the test")
         finally:
             self.cut._leave(self.session)
+
+
+class RefClientAmqpCUT(RefClientCUT):
+    """The reference client over its AMQP 1.0 wire (``amqp://``): the same verbs, another protocol."""
+
+    name = "reference-amqp"
+    protocol = "amqp"

@@ -25,6 +25,7 @@ ENTRY_POINT_GROUP = "ackspec.clients"
 
 BUILTIN: dict[str, str] = {
     "reference": "ackspec.adapters.refclient:RefClientCUT",
+    "reference-amqp": "ackspec.adapters.refclient:RefClientAmqpCUT",
     "stomp.py": "ackspec.conformance.client.drivers.stomp_py:StompPyCUT",
     "proton": "ackspec.conformance.client.drivers.proton:ProtonCUT",
 }

@@ -27,6 +27,7 @@ from ackspec.reference.client.consumer_core import AckRecord, AckType
 from ackspec.reference.client.dispatch import current_scopes, in_callback_of
 from ackspec.reference.client.errors import (
     ConnectionLostError,
+    ControlRefusedError,
     IllegalStateError,
     JMSError,
     SendRejectedError,
@@ -72,7 +73,8 @@ class PublishEvent:
 
 
 class ConnectionFactory:
-    """Builds connections from ``stomp://host:port?options`` (see :mod:`.options`)."""
+    """Builds connections from ``stomp://host:port?options`` or ``amqp://host:port?options``
+    (see :mod:`.options`); both give the same API."""
 
     def __init__(self, url: str, *, clock: Clock | None = None, **options: Any) -> None:
         self.scheme, self.host, self.port, self.options = parse_url(url, **options)
@@ -83,23 +85,23 @@ class ConnectionFactory:
         options = self.options
         if login is not None:
             options = options.replace(login=login, passcode=passcode)
-        if self.scheme != "stomp":
-            raise JMSError(f"the reference client speaks stomp:// only in this version, not {self.scheme}://")
-        return Connection(self.host, self.port, options, self.clock)
+        return Connection(self.host, self.port, options, self.clock, protocol=self.scheme)
 
 
 class _ControlWait:
-    __slots__ = ("done", "error")
+    __slots__ = ("done", "error", "refused")
 
     def __init__(self) -> None:
         self.done = False
         self.error: str | None = None
+        self.refused: str | None = None  # the broker answered "no" and kept the connection (AMQP discharge)
 
 
 class Connection:
     """A Jakarta-Messaging-shaped connection. Thread-safe."""
 
-    def __init__(self, host: str, port: int, options: ClientOptions, clock: Clock) -> None:
+    def __init__(self, host: str, port: int, options: ClientOptions, clock: Clock, *,
+                 protocol: str = "stomp") -> None:
         self.id = f"c{next(_conn_ids)}"
         self.options = options
         self.clock = clock
@@ -121,8 +123,16 @@ class Connection:
         self.exception_listener: Callable[[JMSError], None] | None = None
         self._publish_listener: Callable[[PublishEvent], None] | None = None
         self._send_ack_handler: Callable[[Message], None] | None = None
-        self._wire: Wire = StompWire(host, port, self, login=options.login, passcode=options.passcode,
-                                     wakeup=self._next_deadline)
+        self.protocol = protocol
+        if protocol == "amqp":
+            from ackspec.reference.client.amqp_wire import AmqpWire  # noqa: PLC0415 - proton only when asked
+
+            self._wire: Wire = AmqpWire(host, port, self, login=options.login, passcode=options.passcode,
+                                        wakeup=self._next_deadline,
+                                        block_on_acknowledge=options.block_on_acknowledge)
+        else:
+            self._wire = StompWire(host, port, self, login=options.login, passcode=options.passcode,
+                                   wakeup=self._next_deadline)
 
     # -- public API -------------------------------------------------------------------------------
 
@@ -287,6 +297,8 @@ class Connection:
             raise JMSError(f"no receipt for {token}")
         if wait.error is not None:
             raise ConnectionLostError(wait.error)
+        if wait.refused is not None:
+            raise ControlRefusedError(wait.refused)
 
     def write_acks(self, records: list[AckRecord], *, transaction: str | None = None,
                    block: bool | None = None) -> None:
@@ -422,6 +434,12 @@ class Connection:
 
     def on_rejected(self, token: str, error: str) -> None:
         with self._cond:
+            wait = self._control.get(token)
+            if wait is not None:
+                wait.done = True
+                wait.refused = error
+                self._cond.notify_all()
+                return
             self.log.append("rejected", token=token, error=error)
             self._run(self._tracker.on_rejected(token, error))
 

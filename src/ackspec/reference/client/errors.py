@@ -38,3 +38,7 @@ class ConnectionLostError(JMSError):
 
 class SendTimeoutError(JMSError):
     """A blocking send ran out of time waiting for its confirmation: its outcome is unknown."""
+
+
+class ControlRefusedError(JMSError):
+    """The broker refused a control request (commit, rollback) and kept the connection open."""

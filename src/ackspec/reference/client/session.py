@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ackspec.reference.client.consumer_core import AckMode, ConsumerAckCore, Inbound
 from ackspec.reference.client.dispatch import SessionExecutor, current_scopes, in_callback_of
-from ackspec.reference.client.errors import IllegalStateError, InvalidDestinationError, JMSError
+from ackspec.reference.client.errors import (
+    ControlRefusedError,
+    IllegalStateError,
+    InvalidDestinationError,
+    JMSError,
+    TransactionRolledBackError,
+)
 from ackspec.reference.client.message import DEFAULT_PRIORITY, DeliveryMode, Message, closed_acknowledger
 from ackspec.reference.client.selector import Selector
 
@@ -145,7 +151,13 @@ class Session:
         for consumer in self._consumers:
             self.connection.write_acks(consumer._locked(consumer.core.commit), transaction=tx)
         token = self.connection.new_id("commit")
-        self.connection._control_request(token, lambda: self.connection.wire.commit(tx, token))
+        try:
+            self.connection._control_request(token, lambda: self.connection.wire.commit(tx, token))
+        except ControlRefusedError as exc:
+            # the broker failed the commit and rolled back: roll back here too (AMQ-TX-FAILED-COMMIT-ROLLS-BACK);
+            # acks written for the transaction were undone by the broker, so those messages come back
+            self._begin()
+            raise TransactionRolledBackError(f"commit failed, the transaction was rolled back: {exc}") from exc
         self._begin()
 
     def rollback(self) -> None:
