@@ -534,8 +534,23 @@ class AmqpConnection:
 
     # ConnectionHandler (the hub calls these)
 
+    def _mutant(self, name: str, destination: str | None = None) -> bool:
+        """A protocol-layer mutant (the STOMP session's, in their AMQP form) is on."""
+        faults = self.core.faults
+        return faults is not None and faults.any_mutant and faults.mutant_active(name, destination)
+
     def on_confirm(self, effect: Confirm, needs_sync: int) -> None:
-        """Answer now, or once the journal is synced up to ``needs_sync`` (durable transfers)."""
+        """Answer now, or once the journal is synced up to ``needs_sync`` (durable transfers).
+
+        Mutants: ``no-receipt`` never answers an unsettled transfer; ``early-receipt``
+        answers it before the journal sync.
+        """
+        token = effect.token
+        if isinstance(token, _Token) and token.kind == "transfer":
+            if self._mutant("no-receipt"):
+                return
+            if self._mutant("early-receipt"):
+                needs_sync = 0
         if needs_sync and needs_sync > self.hub.synced:
             self._awaiting_sync.append((needs_sync, effect))
             return
@@ -573,6 +588,16 @@ class AmqpConnection:
             return
         link = out.link
         msg = from_core(effect.message, delivery_count=effect.delivery_count, redelivered=effect.redelivered)
+        destination = effect.message.destination
+        if self._mutant("mangle-body", destination) and effect.message.body:
+            body = effect.message.body
+            msg.body = bytes([body[0] ^ 0x01]) + body[1:]
+        if self._mutant("mangle-header", destination) and msg.properties:
+            props = dict(msg.properties)
+            name = next(iter(props))
+            value = str(props[name])
+            props[name] = (value[:-1] + chr(ord(value[-1]) ^ 1)) if value else "x"
+            msg.properties = props
         dlv = link.delivery(str(effect.delivery_id))
         link.send(msg.encode())
         link.advance()

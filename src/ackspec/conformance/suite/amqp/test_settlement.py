@@ -67,6 +67,19 @@ def test_presettled_sends_at_most_once(harness: Harness) -> None:
     check(set(got) <= set(range(10)), "AMQP-2.6.12-PRESETTLED-AT-MOST-ONCE", f"unknown seqs delivered: {got}")
 
 
+@requirement("AMQP-3.4-OUTCOMES")
+def test_unsettled_transfer_gets_an_outcome(harness: Harness) -> None:
+    """A broker that takes an unsettled transfer must answer it (here: within the run's timeout)."""
+    harness.require(Capability.QUEUES, Capability.RECEIPTS)
+    c = amqp_client(harness)
+    q = harness.queue()
+    try:
+        result = c.send(q, b"m0", seq=0, producer="p1")
+    except Indeterminate as exc:
+        raise RequirementViolation("AMQP-3.4-OUTCOMES", f"no outcome for an unsettled transfer: {exc}") from exc
+    check(result.confirmed, "AMQP-3.4-OUTCOMES", f"transfer to a queue not accepted: {dict(result.detail)}")
+
+
 @requirement("AMQP-2.6.12-UNSETTLED-AT-LEAST-ONCE", "AMQP-2.6.12-DELIVERY-TAG-UNIQUE")
 def test_accepted_sends_arrive(harness: Harness) -> None:
     harness.require(Capability.QUEUES, Capability.RECEIPTS)
