@@ -20,6 +20,7 @@ import logging
 import os
 import struct
 import threading
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,12 @@ class Journal:
         self.records_written = 0
         self.syncs = 0
         """fsync calls so far (group commit makes this much smaller than the confirms it released)."""
+        self.size = 0
+        """Bytes of the file written to the OS (records end at this offset)."""
+        self.synced_size = 0
+        """Bytes of the file an fsync covered: what a power loss keeps (see :meth:`lose_unsynced`)."""
+        self.sync_delay = 0.0
+        """Test hook: seconds each :meth:`sync` waits before its fsync (a slow disk)."""
 
     # ------------------------------------------------------------ replay
     def replay(self) -> tuple[list[Record], ReplayReport]:
@@ -127,6 +134,7 @@ class Journal:
             os.write(self._fd, MAGIC)
             os.fsync(self._fd)
             self._fsync_dir()
+        self.size = self.synced_size = os.fstat(self._fd).st_size
 
     def append(self, records: list[Record]) -> None:
         """Write records (one ``write`` call for the batch). Not yet durable: see :meth:`sync`."""
@@ -143,14 +151,30 @@ class Journal:
             while view:
                 written = os.write(self._fd, view)
                 view = view[written:]
+            self.size += len(data)
         self.records_written += len(records)
 
     def sync(self) -> None:
         """fsync: every record appended before this call is durable when it returns."""
         fd = self._fd
         if fd is not None:
+            covered = self.size
+            if self.sync_delay > 0:
+                time.sleep(self.sync_delay)
             _datasync(fd)
             self.syncs += 1
+            self.synced_size = max(self.synced_size, covered)
+
+    def lose_unsynced(self, synced_size: int | None = None) -> int:
+        """Simulate a power loss on a closed journal: cut the file to ``synced_size`` (default: what the
+        last fsync covered), dropping every write no fsync covered. Returns the bytes lost."""
+        keep = self.synced_size if synced_size is None else synced_size
+        if self._fd is not None or not self.path.exists():
+            return 0
+        lost = max(0, self.path.stat().st_size - keep)
+        if lost:
+            self._truncate(keep)
+        return lost
 
     def rewrite(self, records: list[Record]) -> None:
         """Compaction: atomically replace the file with ``records`` (write, fsync, rename)."""
