@@ -165,7 +165,9 @@ class BrokerServer:
             self._flush_scheduled = True
             self.loop.call_soon(self.flush)
 
-    async def stop(self) -> None:
+    async def stop(self, *, crash: bool = False) -> None:
+        """Stop; ``crash=True`` simulates a power loss: whatever no fsync had covered when it began is lost."""
+        synced = self.journal.synced_size if self.journal is not None else 0
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -186,11 +188,15 @@ class BrokerServer:
         if self._gather is not None:
             self._gather.cancel()
             self._gather = None
-        self._write_journal(start_sync=False)
+        if not crash:
+            self._write_journal(start_sync=False)
         if self._sync_thread is not None:
             self._sync_thread.shutdown(wait=True)
             self._sync_thread = None
-        if self.journal is not None:
+        if self.journal is not None and crash:
+            self.journal.close()
+            log.info("crash: %d unsynced journal byte(s) lost", self.journal.lose_unsynced(synced))
+        elif self.journal is not None:
             self.journal.sync()
             log.info("journal: %d record(s) written, %d fsync(s)", self.journal.records_written, self.journal.syncs)
             self.journal.close()
@@ -532,15 +538,17 @@ class EmbeddedBroker:
             self._tmp.cleanup()
             self._tmp = None
 
-    def restart(self) -> None:
-        """Stop (connections dropped abruptly), then start on the same port replaying the journal."""
+    def restart(self, *, crash: bool = False) -> None:
+        """Stop (connections dropped abruptly), then start on the same port replaying the journal.
+
+        ``crash=True``: a power loss; journal writes no fsync had covered are lost."""
         loop = self._loop
         assert loop is not None and self.server is not None
-        asyncio.run_coroutine_threadsafe(self._restart(), loop).result(60)
+        asyncio.run_coroutine_threadsafe(self._restart(crash), loop).result(60)
 
-    async def _restart(self) -> None:
+    async def _restart(self, crash: bool = False) -> None:
         assert self.server is not None
-        await self.server.stop()
+        await self.server.stop(crash=crash)
         await self._start_server()
 
     def __enter__(self) -> EmbeddedBroker:
