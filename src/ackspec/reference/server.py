@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from ackspec.reference.amqp.listener import AmqpListener
 from ackspec.reference.broker.auth import Authenticator
@@ -391,16 +391,16 @@ class _StompProtocol(asyncio.Protocol):
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        # not isinstance: uvloop's transports implement the interface without subclassing it
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if len(self.server.protocols) >= self.server.max_connections:
             msg = f"too many connections (limit {self.server.max_connections})"
-            transport.write(encode(Frame(ERROR, (("message", msg),))))
+            self.transport.write(encode(Frame(ERROR, (("message", msg),))))
             transport.close()
             self.closed = True
             self.server.hub.detach(self.session.conn_id)
@@ -410,8 +410,14 @@ class _StompProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        self.session.receive_data(data)
-        self.server.after_input(self)
+        server = self.server
+        scheduled = server._flush_scheduled
+        server._flush_scheduled = True  # our own output is written by after_input, not by a later flush
+        try:
+            self.session.receive_data(data)
+        finally:
+            server._flush_scheduled = scheduled
+        server.after_input(self)
 
     def flush(self) -> None:
         if self.closed or self.transport is None:

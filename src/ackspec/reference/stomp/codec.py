@@ -282,11 +282,12 @@ class FrameParser:
         # CR is part of EOL only since 1.2 (and in CONNECT frames): strip it only when present.
         crlf = "\r" in text and (version == "1.2" or command in UNESCAPED_COMMANDS)
         max_len = self.max_header_length
+        check_len = len(text) > max_len  # otherwise no line can be too long
         headers: list[tuple[str, str]] = []
         length: int | None = None
         for raw in lines[1:]:
             line = raw.removesuffix("\r") if crlf else raw
-            if len(line) > max_len:
+            if check_len and len(line) > max_len:
                 raise StompProtocolError(f"header line longer than {max_len} bytes")
             name, sep, value = line.partition(":")
             if not sep:

@@ -59,7 +59,10 @@ class Frame:
         return default
 
     def __contains__(self, name: object) -> bool:
-        return any(n == name for n, _ in self.headers)
+        for n, _ in self.headers:  # noqa: SIM110 - a plain loop: no generator on the hot path
+            if n == name:
+                return True
+        return False
 
     def with_headers(self, *extra: tuple[str, str]) -> Frame:
         """A copy with ``extra`` headers prepended (so they win over existing ones)."""

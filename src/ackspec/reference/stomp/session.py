@@ -550,7 +550,10 @@ class StompSession:
             policy = faults.confirm_policy(None, self.conn_id, self.login)
             if policy is not None and policy.mode == "delay":
                 delay = max(delay, policy.delay)
-        frame = encode(Frame(F.RECEIPT, (("receipt-id", receipt_id), *extra)), self.version)
+        if extra:
+            frame = encode(Frame(F.RECEIPT, (("receipt-id", receipt_id), *extra)), self.version)
+        else:  # the common case, formatted directly
+            frame = b"RECEIPT\nreceipt-id:" + escape(receipt_id, self.version).encode() + b"\n\n\x00"
         now = self.clock()
         if not self._receipts and needs <= self.hub.synced and delay <= 0:
             self._write(frame)
