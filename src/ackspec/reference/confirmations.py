@@ -55,7 +55,7 @@ class Gate:
     proxy: ConfirmationProxy
     command: str
     destination: str | None
-    held: list[tuple[Answered, Callable[[bytes], None]]] = field(default_factory=list)
+    held: list[tuple[Answered, Responder]] = field(default_factory=list)
     active: bool = True
 
     def matches(self, answered: Answered) -> bool:
@@ -101,10 +101,14 @@ class Gate:
                           if receipt_id is None or a.receipt_id == receipt_id), None)
             if index is None:
                 raise KeyError(f"no held receipt {receipt_id!r}")
-            answered, writer = self.held.pop(index)
-        data = encode(Frame("RECEIPT", (("receipt-id", answered.receipt_id), *extra)))
-        writer(data)
+            answered, responder = self.held.pop(index)
+        responder(answered, extra)
         return answered
+
+
+Responder = Callable[[Answered, tuple[tuple[str, str], ...]], None]
+"""Writes the held answer to the client: the original one, or a rejection when ``extra`` carries
+``ackspec-nack: true`` and ``message`` (the STOMP proxy writes a RECEIPT; the AMQP proxy a disposition)."""
 
 
 class _Link:
@@ -326,7 +330,8 @@ class ConfirmationProxy:
         parser = FrameParser()
         loop = asyncio.get_running_loop()
 
-        def writer_for(data: bytes) -> None:
+        def writer_for(answered: Answered, extra: tuple[tuple[str, str], ...]) -> None:
+            data = encode(Frame("RECEIPT", (("receipt-id", answered.receipt_id), *extra)))
             loop.call_soon_threadsafe(self._enqueue, link.to_client, link.wake_client, data)
 
         while True:

@@ -14,6 +14,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -21,6 +22,7 @@ from ackspec.conformance.client.cut import ClientUnderTest, CutError, NotApplica
 from ackspec.conformance.client.registry import factory
 from ackspec.reference.client import ConnectionFactory, Message
 from ackspec.reference.confirmations import ConfirmationProxy
+from ackspec.reference.confirmations_amqp import AmqpConfirmationProxy
 from ackspec.reference.server import EmbeddedBroker
 
 TIMEOUT = 5.0
@@ -76,9 +78,11 @@ class Background:
 
 
 class Env:
-    def __init__(self, broker: EmbeddedBroker, proxy: ConfirmationProxy) -> None:
+    def __init__(self, broker: EmbeddedBroker, proxy: ConfirmationProxy,
+                 amqp_proxy: AmqpConfirmationProxy | None = None) -> None:
         self.broker = broker
         self._proxy = proxy
+        self._amqp_proxy = amqp_proxy
         self.url = proxy.stomp_url
         self.protocol = "stomp"
         self.tag = uuid.uuid4().hex[:8]
@@ -86,18 +90,30 @@ class Env:
 
     @property
     def proxy(self) -> ConfirmationProxy:
-        """The confirmation-control proxy; it speaks STOMP, so AMQP clients cannot use it."""
-        if self.protocol != "stomp":
-            raise NotApplicable(f"confirmation gates speak STOMP; the client under test speaks {self.protocol}")
+        """The confirmation-control proxy of the client's protocol (STOMP receipts or AMQP dispositions)."""
+        if self.protocol == "amqp":
+            if self._amqp_proxy is None:
+                raise NotApplicable("the reference broker runs without its AMQP listener")
+            return self._amqp_proxy
         return self._proxy
+
+    @property
+    def stomp_proxy(self) -> ConfirmationProxy:
+        """The STOMP proxy with its frame log, for the STOMP wire-level client rules."""
+        if self.protocol != "stomp":
+            raise NotApplicable(f"a STOMP wire rule; the client under test speaks {self.protocol}")
+        return self._proxy
+
+    def require_protocol(self, protocol: str, why: str) -> None:
+        if self.protocol != protocol:
+            raise NotApplicable(f"{why} (needs {protocol}, the client under test speaks {self.protocol})")
 
     def url_for(self, protocol: str) -> str:
         self.protocol = protocol
         if protocol == "amqp":
-            url = self.broker.amqp_url
-            if url is None:
+            if self._amqp_proxy is None:
                 raise NotApplicable("the reference broker runs without its AMQP listener")
-            return url
+            return self._amqp_proxy.amqp_url
         return self.url
 
     def queue(self, name: str = "q") -> str:
@@ -133,6 +149,8 @@ class Env:
             self._observer.close()
         self.broker.faults.clear()
         self._proxy.clear()
+        if self._amqp_proxy is not None:
+            self._amqp_proxy.clear()
 
 
 @pytest.fixture(scope="session")
@@ -147,9 +165,24 @@ def proxy(broker: EmbeddedBroker) -> Iterator[ConfirmationProxy]:
         yield px
 
 
+@pytest.fixture(scope="session")
+def amqp_proxy(broker: EmbeddedBroker) -> Iterator[AmqpConfirmationProxy | None]:
+    url = broker.amqp_url
+    if url is None:
+        yield None
+        return
+    parts = urlsplit(url)
+    px = AmqpConfirmationProxy(parts.hostname or "127.0.0.1", parts.port or 5672)
+    px.start()
+    try:
+        yield px
+    finally:
+        px.stop()
+
+
 @pytest.fixture
-def env(broker: EmbeddedBroker, proxy: ConfirmationProxy) -> Iterator[Env]:
-    e = Env(broker, proxy)
+def env(broker: EmbeddedBroker, proxy: ConfirmationProxy, amqp_proxy: AmqpConfirmationProxy | None) -> Iterator[Env]:
+    e = Env(broker, proxy, amqp_proxy)
     yield e
     e.close()
 
@@ -177,6 +210,8 @@ def make_cut(request: pytest.FixtureRequest, env: Env) -> Iterator[Callable[...,
     yield make
     for cut in opened:
         env._proxy.clear()  # release held receipts so close() can finish
+        if env._amqp_proxy is not None:
+            env._amqp_proxy.clear()
         with contextlib.suppress(CutError, NotApplicable):
             cut.close()
 

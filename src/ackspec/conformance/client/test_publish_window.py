@@ -21,6 +21,10 @@ def windowed(make_cut: MakeCut, size: int, mode: str = "per-message") -> ClientU
     return cut
 
 
+CUMULATIVE = ("a cumulative broker acknowledgement is a STOMP receipt; an AMQP disposition settles only the "
+              "deliveries it names")
+
+
 @requirement("SOLACE-WINDOW-BOUND", "SOLACE-WINDOW-BLOCKS-WHEN-FULL", "SOLACE-WINDOW-ACK-REOPENS")
 def test_window_bounds_in_flight_and_blocks_sender(make_cut: MakeCut, env: Env) -> None:
     cut = windowed(make_cut, 5)
@@ -41,6 +45,7 @@ def test_window_bounds_in_flight_and_blocks_sender(make_cut: MakeCut, env: Env) 
 @requirement("SOLACE-WINDOW-ACK-CUMULATIVE", "SOLACE-ACK-EVENT-PER-MESSAGE")
 def test_one_ack_covers_earlier_sends_reported_per_message(make_cut: MakeCut, env: Env) -> None:
     cut = windowed(make_cut, 10)
+    env.require_protocol("stomp", CUMULATIVE)
     q = env.queue()
     gate = env.proxy.hold("SEND", q)
     p = cut.producer(cut.session())
@@ -54,6 +59,7 @@ def test_one_ack_covers_earlier_sends_reported_per_message(make_cut: MakeCut, en
 @requirement("SOLACE-ACK-EVENT-WINDOWED")
 def test_windowed_mode_one_event_per_broker_ack(make_cut: MakeCut, env: Env) -> None:
     cut = windowed(make_cut, 12, "windowed")
+    env.require_protocol("stomp", CUMULATIVE)
     q = env.queue()
     # broker-wide rule: the broker looks batch policies up without a destination when it sends receipts
     env.broker.faults.add(FaultRule(confirm=ConfirmPolicy(mode="batch", window=12, timeout=60)))
@@ -68,6 +74,7 @@ def test_windowed_mode_one_event_per_broker_ack(make_cut: MakeCut, env: Env) -> 
              "SOLACE-WINDOW-REJECT-REOPENS-ONE")
 def test_rejection_is_per_message_and_splits_the_range(make_cut: MakeCut, env: Env) -> None:
     cut = windowed(make_cut, 5, "windowed")
+    env.require_protocol("stomp", CUMULATIVE)
     q = env.queue()
     gate = env.proxy.hold("SEND", q)
     p = cut.producer(cut.session())

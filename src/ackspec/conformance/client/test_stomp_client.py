@@ -13,12 +13,12 @@ MakeCut = Callable[..., ClientUnderTest]
 
 
 def frames(env: Env, command: str) -> list[tuple[int, Frame]]:
-    return [(n, f) for n, f in env.proxy.client_frames if f.command == command]
+    return [(n, f) for n, f in env.stomp_proxy.client_frames if f.command == command]
 
 
 @requirement("STOMP-CONNECT-HOST")
 def test_connect_names_host_and_versions(cut: ClientUnderTest, env: Env) -> None:
-    connects = [f for _, f in env.proxy.client_frames if f.command in ("CONNECT", "STOMP")]
+    connects = [f for _, f in env.stomp_proxy.client_frames if f.command in ("CONNECT", "STOMP")]
     assert connects, "no CONNECT frame seen"
     frame = connects[-1]
     assert frame.get("host"), "CONNECT without a host header"
@@ -30,18 +30,18 @@ def test_disconnect_waits_for_its_receipt_and_sends_nothing_after(make_cut: Make
     cut = make_cut()
     p = cut.producer(cut.session())
     cut.sync_send(p, env.queue(), b"x")
-    gate = env.proxy.hold("DISCONNECT")
+    gate = env.stomp_proxy.hold("DISCONNECT")
     closing = env.background(cut.close)
     held = gate.wait_held(1, TIMEOUT)
     assert held, "the client closed without a DISCONNECT carrying a receipt"
     link = held[0].connection
     # The broker's RECEIPT took a round trip to come back, far longer than a client needs to close
     # its socket right after DISCONNECT, so a client that does not wait is closed by now.
-    assert link not in env.proxy.closed_links, "the client closed its socket before the DISCONNECT receipt"
+    assert link not in env.stomp_proxy.closed_links, "the client closed its socket before the DISCONNECT receipt"
     gate.release()
     closing.wait()
-    env.proxy.wait(lambda: link in env.proxy.closed_links, TIMEOUT)
-    sent = [f.command for n, f in env.proxy.client_frames if n == link]
+    env.stomp_proxy.wait(lambda: link in env.stomp_proxy.closed_links, TIMEOUT)
+    sent = [f.command for n, f in env.stomp_proxy.client_frames if n == link]
     assert sent[-1] == "DISCONNECT", f"frames after DISCONNECT: {sent[sent.index('DISCONNECT') + 1:]}"
 
 
@@ -55,8 +55,8 @@ def test_ack_carries_the_message_ack_header(make_cut: MakeCut, env: Env) -> None
     message = cut.receive(c, TIMEOUT)
     assert message is not None
     cut.acknowledge(message.handle)
-    env.proxy.wait(lambda: bool(frames(env, "ACK")), TIMEOUT)
-    ack_ids = {f.get("ack") for _, f in env.proxy.broker_frames if f.command == "MESSAGE"}
+    env.stomp_proxy.wait(lambda: bool(frames(env, "ACK")), TIMEOUT)
+    ack_ids = {f.get("ack") for _, f in env.stomp_proxy.broker_frames if f.command == "MESSAGE"}
     acks = [f for _, f in frames(env, "ACK")]
     assert acks and all(f.get("id") in ack_ids for f in acks), "ACK id is not a MESSAGE's ack header"
 

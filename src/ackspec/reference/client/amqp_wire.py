@@ -474,7 +474,7 @@ class AmqpWire:
     def _on_transfer(self, dlv: PnDelivery) -> None:
         link = dlv.link
         receiver = self._by_link.get(link.name)
-        if receiver is not None and receiver.second and dlv.remote_settled:
+        if receiver is not None and receiver.second and dlv.settled:
             tag = str(dlv.tag)
             token = self._ack_receipts.pop((link.name, tag), None)
             if token is not None:
@@ -519,7 +519,7 @@ class AmqpWire:
     def _on_disposition(self, dlv: PnDelivery) -> None:
         key = (dlv.link.name, str(dlv.tag))
         token = self._tokens.get(key)
-        if token is None or not (dlv.remote_state or dlv.remote_settled):
+        if token is None or not (dlv.remote_state or dlv.settled):
             return
         del self._tokens[key]
         pending = self._sender_tokens.get(dlv.link.name)

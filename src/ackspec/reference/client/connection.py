@@ -109,7 +109,7 @@ class Connection:
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._send_lock = threading.Lock()
-        self._tracker = SendTracker(options, token_prefix=f"{self.id}-send-")
+        self._tracker = SendTracker(options, token_prefix=f"{self.id}-send-", cumulative=protocol != "amqp")
         self._sessions: list[Session] = []
         self._session_by_id: dict[str, Session] = {}
         self._consumers: dict[str, MessageConsumer] = {}

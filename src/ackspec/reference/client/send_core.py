@@ -155,8 +155,11 @@ class _Scope:
 class SendTracker:
     """Per-connection send bookkeeping. Not thread-safe: the I/O layer holds one lock around it."""
 
-    def __init__(self, options: ClientOptions, *, token_prefix: str = "send-") -> None:
+    def __init__(self, options: ClientOptions, *, token_prefix: str = "send-", cumulative: bool = True) -> None:
         self.options = options
+        self.cumulative = cumulative
+        """A confirmation covers every earlier windowed send (STOMP receipts); False: only its own
+        send (AMQP dispositions settle exactly the deliveries they name)."""
         self._prefix = token_prefix
         self._numbers = itertools.count(1)
         self._by_token: dict[str, PendingSend] = {}
@@ -249,7 +252,11 @@ class SendTracker:
         actions: list[Action] = []
         if send.windowed:
             covered: list[PendingSend] = []
-            while self._window and self._window[0].number <= send.number:
+            if not self.cumulative:
+                self._window.remove(send)
+                self._confirm(send)
+                covered.append(send)
+            while self.cumulative and self._window and self._window[0].number <= send.number:
                 earlier = self._window.popleft()
                 if earlier.state is SendState.PENDING:
                     self._confirm(earlier)

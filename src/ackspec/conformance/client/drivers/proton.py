@@ -4,8 +4,8 @@
 raises on a rejected or released outcome; ``receive`` is ``BlockingReceiver.receive`` with
 credit = prefetch, ``acknowledge`` is ``accept()``. The blocking API has no completion
 listeners, no local transactions and no JMS sessions, so the JMS 7.3 and ack-mode tests are
-not applicable. The confirmation gates of the test proxy speak STOMP only, so the tests that
-hold confirmations are not applicable over AMQP either (see docs/client-conformance.md).
+not applicable. Confirmations are held by the AMQP confirmation proxy
+(:mod:`ackspec.reference.confirmations_amqp`), so the blocking-send rule is observable.
 """
 
 from __future__ import annotations
