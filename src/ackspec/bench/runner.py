@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Sequence
 
+from ackspec.bench.client import Endpoint
 from ackspec.bench.report import BenchResult, Cell
 from ackspec.bench.scenarios import SCENARIOS, Scenario
 from ackspec.bench.targets import TargetSpec, running_target
@@ -25,30 +27,39 @@ def run_bench(
     progress: Callable[[str], None] = _stderr,
 ) -> BenchResult:
     """Measures msg/s. A failing scenario is recorded as an error in its cell, not fatal to the
-    others; a target that cannot be reached at all marks all its cells as errors."""
+    others; a target that cannot be reached at all marks all its cells as errors.
+
+    Every target is up for the whole run and the targets take turns within each repetition of
+    each scenario (rep 1 of A, B, C, then rep 2 of A, B, C, ...): on a shared, noisy machine the
+    load then falls on all targets alike, so the ratios of one run stay meaningful."""
     body = (b"0123456789" * (body_bytes // 10 + 1))[:body_bytes]
     result = BenchResult([(s.name, s.title) for s in scenarios], [t.label for t in targets], repetitions, body_bytes)
-    for target in targets:
-        try:
-            with running_target(target) as endpoint:
+    with contextlib.ExitStack() as stack:
+        endpoints: dict[str, Endpoint] = {}
+        for target in targets:
+            try:
+                endpoints[target.label] = stack.enter_context(running_target(target))
+            except AckspecError as exc:
+                progress(f"bench: {target.label}: {exc}")
                 for scenario in scenarios:
-                    n = max(1, int(messages * scenario.scale))
-                    cell = Cell(scenario.name, target.label, n)
-                    result.cells[(scenario.name, target.label)] = cell
-                    for rep in range(repetitions):
-                        try:
-                            rate = scenario.run(endpoint, n, body)
-                        except (AckspecError, OSError) as exc:
-                            cell.error = str(exc)
-                            progress(f"bench: {target.label:<10} {scenario.name:<26} run {rep + 1}: ERROR {exc}")
-                            break
-                        cell.runs.append(rate)
-                        progress(f"bench: {target.label:<10} {scenario.name:<26} run {rep + 1}/{repetitions}: "
-                                 f"{rate:,.0f} msg/s ({n} messages)")
-        except AckspecError as exc:
-            progress(f"bench: {target.label}: {exc}")
-            for scenario in scenarios:
-                cell = result.cells.setdefault((scenario.name, target.label), Cell(scenario.name, target.label, 0))
-                if not cell.runs and cell.error is None:
-                    cell.error = str(exc)
+                    result.cells[(scenario.name, target.label)] = Cell(scenario.name, target.label, 0, error=str(exc))
+        for scenario in scenarios:
+            n = max(1, int(messages * scenario.scale))
+            cells = {label: Cell(scenario.name, label, n) for label in endpoints}
+            for label, cell in cells.items():
+                result.cells[(scenario.name, label)] = cell
+            for rep in range(repetitions):
+                for label, endpoint in endpoints.items():
+                    cell = cells[label]
+                    if cell.error is not None:
+                        continue
+                    try:
+                        rate = scenario.run(endpoint, n, body)
+                    except (AckspecError, OSError) as exc:
+                        cell.error = str(exc)
+                        progress(f"bench: {label:<10} {scenario.name:<26} run {rep + 1}: ERROR {exc}")
+                        continue
+                    cell.runs.append(rate)
+                    progress(f"bench: {label:<10} {scenario.name:<26} run {rep + 1}/{repetitions}: "
+                             f"{rate:,.0f} msg/s ({n} messages)")
     return result

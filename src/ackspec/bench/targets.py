@@ -87,6 +87,8 @@ def _wait_ready(endpoint: Endpoint, process: subprocess.Popen[bytes] | None, dea
             return
         except AckspecError as exc:
             last = str(exc)
+        except OSError as exc:  # e.g. reset while the broker starts: retry until the deadline
+            last = f"{type(exc).__name__}: {exc}"
         time.sleep(0.1)
     raise AckspecError(f"bench: target on port {endpoint.port} not ready after {deadline_s:.0f} s ({last})")
 
