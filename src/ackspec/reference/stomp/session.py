@@ -153,6 +153,7 @@ class StompSession:
         self._batch: list[tuple[str, int]] = []  # withheld SEND receipts (batch confirm policy)
         self._batch_started = 0.0
         self._nack_counter = 0
+        self._receipt_dest: dict[str, str] = {}  # receipt id -> SEND destination, while faults are active
         self._frames_in = 0
         self._sub_modes: dict[str, AckMode] = {}
         self._msgid_to_delivery: dict[tuple[str, str], int] = {}  # 1.0/1.1 ACK by message-id
@@ -320,6 +321,8 @@ class StompSession:
                     self._queue_receipt(receipt, 0, extra=(("ackspec-nack", "true"),
                                                            ("message", "send rejected by fault injection")))
                 return
+            if receipt is not None:
+                self._receipt_dest[receipt] = dest  # receipt-side rules match on the SEND's destination
         token: object = receipt if receipt is not None else _NO_RECEIPT
         if policy is not None and policy.mode == "batch" and receipt is not None and tx is None:
             token = ("batch", receipt)
@@ -538,16 +541,17 @@ class StompSession:
     def _queue_receipt(self, receipt_id: str, needs: int, extra: tuple[tuple[str, str], ...] = ()) -> None:
         faults = self.faults
         delay = 0.0
+        dest = self._receipt_dest.pop(receipt_id, None) if self._receipt_dest else None
         if faults is not None and faults.active:
             if faults.mutant_active("no-receipt"):
                 return
             if faults.mutant_active("early-receipt"):
                 needs = 0
-            for rule in faults.rules_for(None, self.conn_id, self.login):
+            for rule in faults.rules_for(dest, self.conn_id, self.login):
                 if rule.withhold_receipts:
                     return
                 delay = max(delay, rule.receipt_delay)
-            policy = faults.confirm_policy(None, self.conn_id, self.login)
+            policy = faults.confirm_policy(dest, self.conn_id, self.login)
             if policy is not None and policy.mode == "delay":
                 delay = max(delay, policy.delay)
         if extra:
@@ -563,7 +567,8 @@ class StompSession:
         self._maybe_finish_disconnect()
 
     def _batch_receipt(self, receipt_id: str) -> None:
-        policy = self.faults.confirm_policy(None, self.conn_id, self.login) if self.faults is not None else None
+        dest = self._receipt_dest.get(receipt_id)
+        policy = self.faults.confirm_policy(dest, self.conn_id, self.login) if self.faults is not None else None
         if not self._batch:
             self._batch_started = self.clock()
         self._batch.append((receipt_id, self._durable_floor))
@@ -572,6 +577,8 @@ class StompSession:
 
     def _flush_batch(self) -> None:
         if self._batch:
+            for covered, _ in self._batch[:-1]:
+                self._receipt_dest.pop(covered, None)
             receipt_id, needs = self._batch[-1]
             self._batch.clear()
             self.tracer.trace("SOLACE-WINDOW-ACK-CUMULATIVE", receipt_id)
