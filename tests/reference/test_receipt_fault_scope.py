@@ -46,3 +46,23 @@ def test_batch_confirm_policy_scoped_to_a_destination() -> None:
     assert receipts(c.frames()) == [], "a batch of 3 (window 9 / 3) is not full after two sends"
     c.send("SEND", b"3", destination="/queue/win.a", receipt="w3")
     assert receipts(c.frames()) == ["w3"], "one cumulative receipt for the batch"
+
+
+def test_fail_commit_rolls_back_and_answers_with_a_negative_receipt() -> None:
+    b = Broker()
+    rule = b.faults.add(FaultRule(fail_commit="commit failed by fault injection"))
+    c = b.client()
+    c.send("BEGIN", transaction="t1")
+    c.send("SEND", b"x", destination="/queue/tx", transaction="t1")
+    c.send("COMMIT", transaction="t1", receipt="r-commit")
+    frames = c.frames()
+    assert [(f.command, f.get("receipt-id"), f.get("ackspec-nack")) for f in frames] == [
+        ("RECEIPT", "r-commit", "true")]
+    b.faults.remove(rule)
+    c.send("SUBSCRIBE", id="s", destination="/queue/tx", ack="auto")
+    c.send("BEGIN", transaction="t2")
+    c.send("SEND", b"y", destination="/queue/tx", transaction="t2")
+    c.send("COMMIT", transaction="t2", receipt="r2")
+    got = c.frames()
+    assert [f.body for f in got if f.command == "MESSAGE"] == [b"y"], "the failed transaction's send was dropped"
+    assert ("RECEIPT", "r2") in [(f.command, f.get("receipt-id")) for f in got]

@@ -99,6 +99,9 @@ class FaultRule:
     duplicate_delivery: bool = False
     confirm: ConfirmPolicy | None = None
     times: int | None = None
+    fail_commit: str | None = None
+    """Fail matching COMMITs with this reason: the broker aborts the transaction instead and answers
+    with a negative RECEIPT (``ackspec-nack:true``, ``message``); the connection stays open."""
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> FaultRule:

@@ -447,6 +447,15 @@ class StompSession:
     def _on_commit(self, frame: Frame) -> None:
         tx = frame.get("transaction") or ""
         receipt = frame.get("receipt")
+        faults = self.faults
+        if faults is not None and faults.active:
+            failed = next((r.fail_commit for r in faults.rules_for(None, self.conn_id, self.login)
+                           if r.fail_commit is not None), None)
+            if failed is not None:  # fault injection: roll back instead, and say so
+                self.hub.apply(self.core.abort(self.conn_id, tx, confirm=_NO_RECEIPT))
+                if receipt is not None:
+                    self._queue_receipt(receipt, 0, extra=(("ackspec-nack", "true"), ("message", failed)))
+                return
         self.hub.apply(self.core.commit(self.conn_id, tx, confirm=receipt if receipt is not None else _NO_RECEIPT))
 
     def _on_abort(self, frame: Frame) -> None:
