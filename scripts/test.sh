@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Runs every test of ackspec on this machine, installing what the tests need first:
+#   1. the package with its dev tools, Debian's Chromium, the Node interop clients, the four real brokers;
+#   2. lint (ruff) and types (mypy --strict);
+#   3. the project's tests (pytest): codecs, broker, journal crash recovery, interop, quality (mutant
+#      brokers must be caught), pipeline (PySpark, headless Chromium), spec, client-side conformance;
+#   4. the conformance suite against the embedded reference broker and, over STOMP and AMQP 1.0,
+#      against RabbitMQ 3.10, ActiveMQ 5.17, ActiveMQ Artemis 2 and ActiveMQ Classic 6;
+#   5. the traceability report and the conformance matrix over all those runs.
+# Every step runs even when an earlier one failed; the exit status is non-zero if any failed.
+# Environment: ACKSPEC_TEST_OUT (default ackspec-out/test), ACKSPEC_SKIP_INSTALL=1, ACKSPEC_REAL_BROKERS
+# (default "rabbitmq activemq artemis activemq6"; empty = reference broker only).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${ACKSPEC_TEST_OUT:-ackspec-out/test}
+BROKERS=${ACKSPEC_REAL_BROKERS-rabbitmq activemq artemis activemq6}
+failed=()
+
+step() {
+  local name=$1; shift
+  local started=$SECONDS
+  echo "::: $name"
+  if "$@"; then
+    echo "::: $name: ok ($((SECONDS - started)) s)"
+  else
+    local status=$?
+    echo "::: $name: FAILED with exit $status ($((SECONDS - started)) s)"
+    failed+=("$name")
+  fi
+}
+
+pytest_all() {
+  # pytest's exit 5 ("no tests collected") is a failure here.
+  python3 -m pytest "$@"
+  local status=$?
+  if [ "$status" -eq 5 ]; then echo "pytest collected no tests" >&2; return 1; fi
+  return "$status"
+}
+
+suite_run() {  # NAME URL PROFILE: one conformance run into $OUT/runs/NAME
+  local name=$1 url=$2 profile=$3
+  rm -rf "$OUT/runs/$name"
+  ackspec run --target "$url" --profile "$profile" --out "$OUT/runs/$name" --no-report
+}
+
+broker_runs() {  # BROKER: start it, run the suite over each of its protocols, always stop it
+  local broker=$1 status=0
+  bash brokers/start.sh "$broker" --fresh || return 1
+  while read -r name url profile; do
+    [ -n "$name" ] || continue
+    suite_run "$name" "$url" "$profile" || status=1
+  done < <(python3 -c '
+import sys
+from ackspec.brokers import broker
+b = broker(sys.argv[1])
+print(f"{b.name}-stomp {b.stomp_url} {b.profile}")
+if b.amqp_url:
+    print(f"{b.name}-amqp {b.amqp_url} {b.profile}")
+' "$broker")
+  bash brokers/stop.sh "$broker" || status=1
+  return "$status"
+}
+
+if [ "${ACKSPEC_SKIP_INSTALL:-0}" != 1 ]; then
+  step install-python python3 -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+  step install-test-tools bash scripts/install-test-tools.sh
+  # shellcheck disable=SC2086
+  [ -z "$BROKERS" ] || step install-brokers bash brokers/install.sh $BROKERS
+fi
+
+step lint ruff check src tests
+step types mypy
+step pytest pytest_all
+step client-conformance pytest_all src/ackspec/conformance/client --ackspec-client reference -q
+mkdir -p "$OUT/runs"
+step suite-reference-stomp suite_run reference-stomp reference://embedded reference
+step suite-reference-amqp suite_run reference-amqp reference+amqp://embedded reference
+for broker in $BROKERS; do
+  step "suite-$broker" broker_runs "$broker"
+done
+step report ackspec report "$OUT"/runs/* --out "$OUT/report"
+
+echo
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED steps: ${failed[*]}"
+  exit 1
+fi
+echo "all steps passed"
