@@ -42,8 +42,10 @@ Delivery count: AMQP's header ``delivery-count`` counts *prior failed*
 attempts (0 on the first delivery), while :attr:`Delivery.delivery_count`
 follows JMSXDeliveryCount (1 on the first delivery). The driver reports
 ``amqp delivery-count + 1``, and ``redelivered`` as ``delivery-count > 0`` (the
-Qpid JMS mapping) or ``first-acquirer`` false (a released message was acquired
-before, without a failed attempt). See docs/amqp-mapping.md.
+Qpid JMS mapping) or ``first-acquirer`` false once the target was seen to set it
+true (a released message was acquired before, without a failed attempt). Brokers
+that omit the field (Artemis, ActiveMQ) leave it at its default false, which
+marks nothing. See docs/amqp-mapping.md.
 
 Addresses: ``/queue/NAME`` and ``/topic/NAME`` are passed through by default
 (RabbitMQ and the reference broker understand them). ``?address=capabilities``
@@ -108,6 +110,9 @@ ACCEPTED_CODE = 0x24
 REJECTED_CODE = 0x25
 RELEASED_CODE = 0x26
 MODIFIED_CODE = 0x27
+
+_UNTAGGED = itertools.count(1)
+_ARRIVALS = itertools.count(1)
 
 DEFAULT_CREDIT = 100
 """Credit granted when the test asks for no particular prefetch."""
@@ -444,11 +449,27 @@ class ProtonClient(Client):
         if not dlv.settled:
             sub.unsettled[self._ack_id(sub, dlv)] = dlv
 
+    def _marks_first_acquirer(self) -> bool:
+        """The target has set first-acquirer=true at least once, so a false means "acquired before"."""
+        return isinstance(self.adapter, ProtonAdapter) and self.adapter.first_acquirer_seen
+
     @staticmethod
     def _ack_id(sub: _Subscription, dlv: PnDelivery) -> str:
-        tag = dlv.tag
-        text = (tag if isinstance(tag, bytes) else str(tag).encode("utf-8", "surrogateescape")).hex()
-        return f"{sub.sub_id}/{text}"
+        known = getattr(dlv, "ackspec_id", None)
+        if isinstance(known, str):
+            return known
+        try:
+            tag = dlv.tag
+            text = (tag if isinstance(tag, bytes) else str(tag).encode("utf-8", "surrogateescape")).hex()
+        except (RuntimeError, UnicodeDecodeError):
+            # an empty tag (allowed for pre-settled transfers, Artemis sends them) or a non-UTF-8 one,
+            # which proton's accessor cannot return
+            text = f"untagged-{next(_UNTAGGED)}"
+        # an arrival number keeps ids unique even when a broker reuses the tag of a delivery we still
+        # hold unsettled (Artemis does after a transaction rollback)
+        ack_id = f"{sub.sub_id}/{next(_ARRIVALS)}-{text}"
+        dlv.ackspec_id = ack_id  # our own attribute on proton's wrapper
+        return ack_id
 
     def _check_link(self, link: Link, what: str) -> None:
         err = self._link_errors.get(link.name)
@@ -640,6 +661,8 @@ class ProtonClient(Client):
         with contextlib.suppress(ValueError, TypeError):
             seq = int(props[SEQ_HEADER]) if SEQ_HEADER in props else None
         count = int(msg.delivery_count or 0)
+        if msg.first_acquirer and isinstance(self.adapter, ProtonAdapter):
+            self.adapter.first_acquirer_seen = True
         headers = dict(props)
         headers["amqp:durable"] = "true" if msg.durable else "false"
         headers["amqp:delivery-count"] = str(count)
@@ -650,7 +673,7 @@ class ProtonClient(Client):
         return Delivery(destination=sub.destination, subscription=sub.sub_id, body=raw, headers=headers,
                         message_id=None if msg.id is None else str(msg.id), ack_id=self._ack_id(sub, dlv),
                         seq=seq, producer=props.get(PRODUCER_HEADER),
-                        redelivered=count > 0 or not msg.first_acquirer,
+                        redelivered=count > 0 or (not msg.first_acquirer and self._marks_first_acquirer()),
                         delivery_count=count + 1)
 
     # -- settlement ----------------------------------------------------------------------------------
@@ -950,6 +973,7 @@ class ProtonAdapter(Adapter):
         self.options = opts
         self.settings = settings
         self._caps = caps - (without or frozenset())
+        self.first_acquirer_seen = False  # learnt from deliveries: the target sets first-acquirer
 
     @property
     def capabilities(self) -> frozenset[Capability]:
