@@ -68,7 +68,7 @@ TICK_SECONDS = 0.02
 WRITE_HIGH_WATER = 1024 * 1024
 SYNC_GATHER_MAX = 0.002
 """Longest wait (s) for just-released producers before the next fsync (also capped by the last fsync's duration)."""
-SYNC_GATHER_MIN = 0.0002
+SYNC_GATHER_MIN = 0.0005
 
 
 class Listener(Protocol):

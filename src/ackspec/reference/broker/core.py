@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from ackspec.reference.broker.effects import Close, Confirm, Deliver, Drained, Effect, JournalAppend, Reject
 from ackspec.reference.broker.model import (
     ACCEPT,
+    TOPIC_PREFIX,
     AckMode,
     ConnId,
     CoreConfig,
@@ -278,15 +279,21 @@ class BrokerCore:
         """Publish a message. ``confirm`` (a receipt id, a delivery tag) is echoed in a
         :class:`Confirm` once the message is accepted (and durable, when persistent and
         ``sync_non_transactional``) or in a :class:`Reject`."""
-        c = self._conn(conn)
+        c = self._conns.get(conn)
+        if c is None:
+            c = self._conn(conn)  # raises
         t = self._tx(c, tx) if tx is not None else None
         out: list[Effect] = []
-        kind = destination_kind(destination)
-        q = self._queue(destination) if kind is DestinationKind.QUEUE else None
-        if q is not None and len(q) >= self.config.max_queue_depth:
-            if confirm is not None:
-                out.append(Reject(conn, confirm, f"queue {destination} is full"))
-            return out
+        if destination.startswith(TOPIC_PREFIX):
+            q = None
+        else:
+            q = self._queues.get(destination)
+            if q is None:
+                q = self._queue(destination)
+            if len(q.ready) + len(q.returned) + len(q.parked) >= self.config.max_queue_depth:
+                if confirm is not None:
+                    out.append(Reject(conn, confirm, f"queue {destination} is full"))
+                return out
         seq = next(self._seq)
         msg = Message(f"{self.boot_id}-{seq}", destination, body, headers, persistent, conn, seq)
         faults = self.faults if self.faults is not None and self.faults.any_mutant else None

@@ -326,6 +326,8 @@ class StompSession:
         token: object = receipt if receipt is not None else _NO_RECEIPT
         if policy is not None and policy.mode == "batch" and receipt is not None and tx is None:
             token = ("batch", receipt)
+        elif receipt is None and not persistent:
+            token = None  # no receipt and nothing durable to wait for: no Confirm effect at all
         self.hub.apply(self.core.publish(self.conn_id, dest, frame.body, tuple(user), persistent=persistent,
                                          tx=tx, confirm=token))
 
