@@ -397,6 +397,7 @@ class ProtonClient(Client):
         self._senders: dict[str, Link] = {}
         self._link_errors: dict[str, str] = {}
         self._coordinator: Link | None = None
+        self._side_session_errors: dict[int, str] = {}
         self.session_error: str | None = None
         self._txns: dict[str, _Transaction] = {}
         self.wire.conn.open()
@@ -430,7 +431,11 @@ class ProtonClient(Client):
             if flowed is not None:
                 flowed.flows += 1
         elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
-            self.session_error = condition_text(event.session.remote_condition) or "session closed by peer"
+            text = condition_text(event.session.remote_condition) or "session closed by peer"
+            if event.session is self.session:
+                self.session_error = text
+            else:
+                self._side_session_errors[id(event.session)] = text
 
     def _on_delivery(self, dlv: PnDelivery) -> None:
         link = dlv.link
@@ -760,9 +765,46 @@ class ProtonClient(Client):
             raise AdapterError(f"unknown transaction {name}")
         return txn
 
+    def _probe_coordinator(self) -> None:
+        """Attach a coordinator on a throw-away session first (once per adapter).
+
+        Some brokers (RabbitMQ 3.x) refuse the coordinator by ending the *session*;
+        probing on a side session keeps the test's session alive, and the refusal
+        becomes :class:`NotSupported` for every later ``begin`` of the run's test.
+        """
+        adapter = self.adapter
+        if not isinstance(adapter, ProtonAdapter) or adapter.coordinator_probe is not None:
+            if isinstance(adapter, ProtonAdapter) and adapter.coordinator_probe:
+                raise NotSupported(Capability.TRANSACTIONS, f"coordinator refused: {adapter.coordinator_probe}")
+            return
+        side = self.wire.conn.session()
+        side.open()
+        name = f"ackspec-{self.process}-{self._uid}-txnprobe{next(self._names)}"
+        probe = side.sender(name)
+        probe.source.address = name
+        probe.target.type = Terminus.COORDINATOR
+        probe.target.capabilities.put_object(symbol("amqp:local-transactions"))
+        probe.open()
+        self.wire.wait(lambda: bool(probe.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED))
+                       or id(side) in self._side_session_errors, self.timeout, "attach of a probe coordinator")
+        refused = self._side_session_errors.get(id(side))
+        if refused is None and (probe.state & Endpoint.REMOTE_CLOSED
+                                or probe.remote_target.type != Terminus.COORDINATOR):
+            self.wire.wait(lambda: name in self._link_errors or id(side) in self._side_session_errors,
+                           self.timeout, "coordinator refusal")
+            refused = self._link_errors.get(name) or self._side_session_errors.get(id(side)) or "refused"
+        adapter.coordinator_probe = refused or ""
+        with contextlib.suppress(Exception):
+            probe.close()
+            side.close()
+            self.wire.flush()
+        if refused:
+            raise NotSupported(Capability.TRANSACTIONS, f"coordinator refused: {refused}")
+
     def _control(self, body: Described, what: str) -> PnDelivery:
         coord = self._coordinator
         if coord is None or coord.state & Endpoint.REMOTE_CLOSED:
+            self._probe_coordinator()
             name = f"ackspec-{self.process}-{self._uid}-txn{next(self._names)}"
             coord = self.session.sender(name)
             coord.source.address = name
@@ -967,6 +1009,11 @@ class ProtonAdapter(Adapter):
         if settings is not None:
             if opts.user is None and settings.login is not None:
                 opts = replace(opts, user=settings.login, password=settings.passcode)
+            # the profile's AMQP dialect (settings.amqp_address / amqp_rcv_settle), unless the URL says otherwise
+            query = parse_qs(urlsplit(url).query)
+            style = settings.options.get("amqp_address")
+            if "address" not in query and style is not None:
+                opts = replace(opts, address_style=AmqpOptions.from_url(f"amqp://h:1?address={style}").address_style)
             if settings.capabilities is not STOMP_STANDARD_CAPABILITIES:
                 # the profile names what the target has; the driver can do no more than ALL_CAPABILITIES
                 caps = caps & settings.capabilities
@@ -974,6 +1021,7 @@ class ProtonAdapter(Adapter):
         self.settings = settings
         self._caps = caps - (without or frozenset())
         self.first_acquirer_seen = False  # learnt from deliveries: the target sets first-acquirer
+        self.coordinator_probe: str | None = None  # None: not probed; "": a coordinator exists; else why refused
 
     @property
     def capabilities(self) -> frozenset[Capability]:
