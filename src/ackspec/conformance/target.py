@@ -96,8 +96,11 @@ class KnownDeviation:
     requirement: str
     reason: str
     test: str | None = None  # fnmatch pattern on the pytest node id the deviation is limited to
+    protocols: tuple[str, ...] = ()  # protocols the deviation is limited to (empty: all)
 
-    def applies_to(self, nodeid: str) -> bool:
+    def applies_to(self, nodeid: str, protocol: str | None = None) -> bool:
+        if self.protocols and protocol and protocol not in self.protocols:
+            return False
         if not self.test:
             return True
         return fnmatch.fnmatch(nodeid, self.test) or fnmatch.fnmatch(nodeid, f"*{self.test}*")
@@ -118,7 +121,8 @@ def deviations_of(profile: Mapping[str, Any] | None) -> list[KnownDeviation]:
             if isinstance(item, Mapping):
                 req = item.get("requirement") or item.get("id")
                 if req:
-                    out.append(KnownDeviation(str(req), str(item.get("reason", "")), item.get("test")))
+                    protocols = tuple(str(p) for p in item.get("protocols") or ())
+                    out.append(KnownDeviation(str(req), str(item.get("reason", "")), item.get("test"), protocols))
             elif isinstance(item, str):
                 out.append(KnownDeviation(item, ""))
     return out
@@ -161,7 +165,7 @@ class Target:
 
     def deviations_for(self, nodeid: str) -> dict[str, str]:
         """``{requirement: reason}`` of the deviations that apply to one test."""
-        return {d.requirement: d.reason for d in self.deviations if d.applies_to(nodeid)}
+        return {d.requirement: d.reason for d in self.deviations if d.applies_to(nodeid, self.protocol or None)}
 
     @property
     def embedded(self) -> bool:
