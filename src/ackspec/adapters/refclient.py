@@ -49,6 +49,8 @@ class RefClientCUT(ClientUnderTest):
         self._session_of: dict[str, str] = {}
         self._running: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._listener_action: str | None = None
+        self._listeners_released = threading.Event()
 
     def _id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids)}"
@@ -201,7 +203,8 @@ class RefClientCUT(ClientUnderTest):
             consumer = self._sessions[session].create_consumer(destination, selector, prefetch=prefetch)
             self._consumers[handle] = consumer
             if listener:
-                consumer.set_message_listener(_MessageListener(self, handle, session, fail_first))
+                consumer.set_message_listener(_MessageListener(self, handle, session, fail_first,
+                                                               self._listener_action))
         except JMSError as exc:
             raise _cut_error(exc) from exc
         return handle
@@ -217,6 +220,32 @@ class RefClientCUT(ClientUnderTest):
         except JMSError as exc:
             raise _cut_error(exc) from exc
         return None if message is None else self._received_message(message)
+
+    def close_consumer(self, consumer: str) -> None:
+        self._call(self._consumers[consumer].close)
+
+    def set_listener_action(self, action: str | None) -> None:
+        self._listener_action = action
+
+    def release_listeners(self) -> None:
+        self._listeners_released.set()
+
+    def _listener_act(self, action: str, consumer: str, session: str) -> None:
+        if action == "block":
+            self.events.append("listener-blocked", consumer=consumer)
+            self._listeners_released.wait(30)
+            return
+        try:
+            if action == "close-consumer":
+                self._consumers[consumer].close()
+            elif action == "close-session":
+                self._sessions[session].close()
+            elif action == "close-connection":
+                self.connection.close()
+            outcome = "ok"
+        except Exception as exc:
+            outcome = type(exc).__name__
+        self.events.append("callback-result", action=action, outcome=outcome)
 
     def acknowledge(self, message: str) -> None:
         try:
@@ -285,8 +314,10 @@ class _Listener:
 
 
 class _MessageListener:
-    def __init__(self, cut: RefClientCUT, consumer: str, session: str, fail_first: int) -> None:
+    def __init__(self, cut: RefClientCUT, consumer: str, session: str, fail_first: int,
+                 action: str | None = None) -> None:
         self.cut, self.consumer, self.session, self.fail_left = cut, consumer, session, fail_first
+        self.action = action
 
     def on_message(self, message: Message) -> None:
         concurrent = self.cut._enter(self.session)
@@ -295,11 +326,14 @@ class _MessageListener:
             self.cut.events.append("message", consumer=self.consumer, message=received.handle, body=received.body,
                                    redelivered=received.redelivered, delivery_count=received.delivery_count,
                                    concurrent=concurrent, thread=threading.get_ident())
+            if self.action is not None:
+                self.cut._listener_act(self.action, self.consumer, self.session)
             if self.fail_left > 0:
                 self.fail_left -= 1
                 raise RuntimeError("listener failure requested by the test")
         finally:
             self.cut._leave(self.session)
+            self.cut.events.append("listener-returned", consumer=self.consumer)
 
 
 class RefClientAmqpCUT(RefClientCUT):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
+import select
 import threading
 import time
 from collections import deque
@@ -102,6 +103,7 @@ class Gate:
             if index is None:
                 raise KeyError(f"no held receipt {receipt_id!r}")
             answered, responder = self.held.pop(index)
+            self.proxy.release_log.append((answered.receipt_id, len(self.proxy._frames_seen)))
         responder(answered, extra)
         return answered
 
@@ -125,6 +127,8 @@ class _Link:
         self.to_broker: deque[tuple[float, bytes]] = deque()
         self.wake_client = asyncio.Event()
         self.wake_broker = asyncio.Event()
+        self.client_reader: asyncio.StreamReader | None = None
+        self.client_fd = -1
 
 
 class ConfirmationProxy:
@@ -145,6 +149,9 @@ class ConfirmationProxy:
         self.broker_frames: list[tuple[int, Frame]] = []
         """Every frame the broker wrote (before gating)."""
         self.closed_links: list[int] = []
+        self.release_log: list[tuple[str, int]] = []
+        """(receipt id, client frames seen so far) for each gate release: ordering evidence, e.g.
+        "the COMMIT was written only after the held SEND receipt was released"."""
         self._links: list[_Link] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -229,6 +236,50 @@ class ConfirmationProxy:
             self._cond.wait_for(lambda: self.seen(command, destination) >= count, timeout)
             return self.seen(command, destination)
 
+    def first_seen(self, command: str, destination: str | None = None) -> int | None:
+        """1-based position of the first matching client frame among all seen, or None."""
+        with self._lock:
+            for i, (c, d, _) in enumerate(self._frames_seen, 1):
+                if c == command and (destination is None or (d is not None and fnmatch.fnmatchcase(d, destination))):
+                    return i
+            return None
+
+    def released_after(self, receipt_id: str) -> int | None:
+        """How many client frames had been seen when ``receipt_id`` was released (None: not released)."""
+        with self._lock:
+            return next((n for r, n in self.release_log if r == receipt_id), None)
+
+    def settle(self, timeout: float = 5.0) -> bool:
+        """Barrier: every byte the clients have written so far has been read and parsed.
+
+        Runs on the proxy's loop thread, so no reader is mid-step while it looks: a link is
+        settled when its client socket has nothing unread (``select``) and its stream buffer
+        is empty. Use it after a client call is seen blocked: whatever the client wrote before
+        blocking is then counted by :meth:`seen` / :meth:`first_seen`.
+        """
+        loop = self._loop
+        if loop is None:
+            return False
+        deadline = time.monotonic() + timeout
+
+        async def quiet() -> bool:
+            while time.monotonic() < deadline:
+                busy = False
+                for link in list(self._links):
+                    buffered = getattr(link.client_reader, "_buffer", b"")  # asyncio keeps unread bytes here
+                    if buffered or (link.client_fd >= 0 and not link.client_reader.at_eof()  # type: ignore[union-attr]
+                                    and select.select([link.client_fd], [], [], 0)[0]):
+                        busy = True
+                if not busy:
+                    return True
+                await asyncio.sleep(0)
+            return False
+
+        try:
+            return asyncio.run_coroutine_threadsafe(quiet(), loop).result(timeout + 1)
+        except Exception:
+            return False
+
     def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Wait until ``predicate()`` holds (checked whenever the proxy sees traffic)."""
         with self._cond:
@@ -241,6 +292,7 @@ class ConfirmationProxy:
         with self._lock:
             self._gates.clear()
             self._frames_seen.clear()
+            self.release_log.clear()
             self.client_frames.clear()
             self.broker_frames.clear()
 
@@ -260,6 +312,9 @@ class ConfirmationProxy:
         with self._lock:
             self._counter += 1
             link = _Link(self, self._counter, writer, up_writer)
+            link.client_reader = reader
+            client_sock = writer.get_extra_info("socket")
+            link.client_fd = client_sock.fileno() if client_sock is not None else -1
             self._links.append(link)
         tasks = [asyncio.ensure_future(t) for t in (
             self._client_to_broker(reader, link), self._broker_to_client(up_reader, link),

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
+import time
+import types
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -42,6 +45,16 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         pytest.skip(f"not applicable: {exc}")
 
 
+_BLOCKING_MODULES = ("threading.py", "queue.py", "selectors.py", "socket.py", "subprocess.py")
+_BLOCKING_FUNCTIONS = frozenset({"wait", "wait_for", "acquire", "get", "select", "readline", "recv", "read",
+                                 "join", "_wait_for_tstate_lock"})
+
+
+def _parked(frame: types.FrameType) -> bool:
+    code = frame.f_code
+    return code.co_filename.endswith(_BLOCKING_MODULES) or code.co_name in _BLOCKING_FUNCTIONS
+
+
 class Background:
     """Run a blocking call on a thread; check whether it returned without sleeping."""
 
@@ -68,6 +81,24 @@ class Background:
     def returned_within(self, seconds: float) -> bool:
         """True if the call returned within ``seconds`` (a bounded absence check)."""
         return self._done.wait(seconds)
+
+    def wait_parked(self, timeout: float = TIMEOUT) -> bool:
+        """Wait until the call is blocked in a wait (lock, condition, queue, socket, select) or returned.
+
+        The barrier for "must not return yet": a call that returns early is ``done`` here; one
+        that correctly waits is parked in a blocking primitive. Thread state is read from the
+        interpreter (``sys._current_frames``), not guessed from elapsed time.
+        """
+        deadline = time.monotonic() + timeout
+        ident = self.thread.ident
+        while not self._done.is_set():
+            frame = sys._current_frames().get(ident) if ident is not None else None
+            if frame is not None and _parked(frame):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            self._done.wait(0.001)
+        return True
 
     def wait(self, timeout: float = TIMEOUT) -> Any:
         if not self._done.wait(timeout):

@@ -22,6 +22,8 @@ which tests wait on with a timeout (never sleep). Event kinds a driver emits:
 ``send-blocked``   a sender waits for room in a window
 ``ack``            an acknowledgement of ActiveMQ type ``ack_type`` (int) for ``messages``
 ``message``        a MessageListener got ``message`` (handle) with ``body``
+``listener-blocked`` a listener with the ``block`` action is waiting for ``release_listeners``
+``listener-returned`` a listener's ``on_message`` returned: ``consumer``, ``message``
 =================  ====================================================================
 
 Drivers declare :class:`ClientFeature` values; a test needing a missing one is skipped
@@ -128,6 +130,7 @@ class Received:
 
 
 CALLBACK_ACTIONS = ("close-producer", "close-session", "close-connection", "commit", "rollback")
+LISTENER_ACTIONS = ("close-consumer", "close-session", "close-connection", "block")
 
 
 class ClientUnderTest(abc.ABC):
@@ -194,6 +197,19 @@ class ClientUnderTest(abc.ABC):
 
     def receive(self, consumer: str, timeout: float) -> Received | None:
         raise NotApplicable(f"{self.name} has no synchronous receive")
+
+    def close_consumer(self, consumer: str) -> None:
+        raise NotApplicable(f"{self.name} cannot close consumers")
+
+    def set_listener_action(self, action: str | None) -> None:
+        """MessageListeners created from now on perform ``action`` inside ``on_message``: one of
+        :data:`LISTENER_ACTIONS`; the outcome is reported as a ``callback-result`` event (``block``
+        reports ``listener-blocked`` and waits for :meth:`release_listeners`)."""
+        raise NotApplicable(f"{self.name} cannot act inside a MessageListener")
+
+    def release_listeners(self) -> None:
+        """Let listeners blocked by the ``block`` action return."""
+        raise NotApplicable(f"{self.name} cannot act inside a MessageListener")
 
     def acknowledge(self, message: str) -> None:
         raise NotApplicable(f"{self.name} has no message.acknowledge()")

@@ -16,8 +16,6 @@ from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutEr
 from ackspec.conformance.markers import requirement
 
 MakeCut = Callable[..., ClientUnderTest]
-ABSENCE = 0.3
-"""Bounded window for "this must not happen yet" where no barrier exists (a close has no wire frame)."""
 
 
 def callbacks(cut: ClientUnderTest, count: int) -> list[tuple[str, str]]:
@@ -156,7 +154,9 @@ def test_close_waits_for_incomplete_sends_which_complete_normally(cut: ClientUnd
         return len(cut.events.of("completion"))
 
     closing = env.background(close_then_count)
-    assert not closing.returned_within(ABSENCE), "close returned while sends were incomplete"
+    # barrier: the closing thread is parked in a wait (or has returned, which the count below catches)
+    assert closing.wait_parked(TIMEOUT), "close neither returned nor waited"
+    assert not closing.done, "close returned while sends were incomplete"
     gate.release_all()
     assert closing.wait() == 3, "close returned before every callback had run"
     assert [(e.kind, e["send"]) for e in cut.events.of("completion", "exception")] == [
@@ -177,10 +177,16 @@ def test_commit_waits_for_incomplete_sends(cut: ClientUnderTest, env: Env) -> No
         return len(cut.events.of("completion"))
 
     committing = env.background(commit_then_count)
-    assert not env.proxy.wait(lambda: env.proxy.seen("COMMIT") > 0, ABSENCE), (
-        "COMMIT written while a send was incomplete")
+    assert committing.wait_parked(TIMEOUT), "commit neither returned nor waited"
+    assert env.proxy.settle(TIMEOUT), "the proxy did not catch up with the client's writes"
+    held = gate.pending()
     gate.release_all()
     assert committing.wait() == 1, "commit returned before the incomplete send's callback had run"
+    # ordering evidence, no clock: the COMMIT frame came after the held confirmation was released
+    commit_at = env.proxy.first_seen("COMMIT")
+    released_at = env.proxy.released_after(held[0].receipt_id)
+    assert commit_at is not None and released_at is not None and commit_at > released_at, (
+        "COMMIT written while a send was incomplete")
     assert [m.body for m in env.drain(q, 1)] == [b"x"]
 
 

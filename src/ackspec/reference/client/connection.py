@@ -24,7 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from ackspec.reference.client.clock import Clock, MonotonicClock
 from ackspec.reference.client.consumer_core import AckRecord, AckType
-from ackspec.reference.client.dispatch import current_scopes, in_callback_of
+from ackspec.reference.client.dispatch import (
+    current_scopes,
+    in_callback_of,
+    in_message_listener,
+    outside_callbacks,
+)
 from ackspec.reference.client.errors import (
     ConnectionLostError,
     ControlRefusedError,
@@ -119,6 +124,7 @@ class Connection:
         self._ids = itertools.count(1)
         self._started = False
         self._closed = False
+        self._close_after_listener = False
         self._lost: str | None = None
         self.exception_listener: Callable[[JMSError], None] | None = None
         self._publish_listener: Callable[[PublishEvent], None] | None = None
@@ -176,8 +182,14 @@ class Connection:
             self._tracker.ack_handler_enabled = handler is not None
 
     def close(self) -> None:
-        """Wait for incomplete sends and their callbacks (7.3.4), close sessions, disconnect."""
+        """Wait for incomplete sends and their callbacks (7.3.4), close sessions, disconnect.
+
+        From a MessageListener of this connection the close is deferred until ``on_message``
+        returns, so that the message it is processing is acknowledged first (6.1.8)."""
         if self._closed:
+            return
+        if in_message_listener():
+            self._close_after_listener = True
             return
         if in_callback_of(self):
             raise IllegalStateError("a callback may not close its own connection (Jakarta Messaging 7.3.4)")
@@ -199,6 +211,12 @@ class Connection:
     def closed(self) -> bool:
         return self._closed
 
+    def _after_listener(self) -> None:
+        """Run a close that a MessageListener asked for, now that it has returned (6.1.8)."""
+        if self._close_after_listener and not self._closed:
+            with outside_callbacks():
+                self.close()
+
     @property
     def lost(self) -> str | None:
         return self._lost
@@ -206,7 +224,7 @@ class Connection:
     # -- used by sessions -------------------------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._closed or self._close_after_listener:
             raise IllegalStateError("the connection is closed")
         if self._lost is not None:
             raise ConnectionLostError(f"the connection was lost: {self._lost}")
@@ -301,13 +319,16 @@ class Connection:
             raise ControlRefusedError(wait.refused)
 
     def write_acks(self, records: list[AckRecord], *, transaction: str | None = None,
-                   block: bool | None = None) -> None:
-        """Log each ack record with its type and put it on the wire (DELIVERED has no STOMP frame)."""
+                   block: bool | None = None, on_wire: bool = True) -> None:
+        """Log each ack record with its type and put it on the wire (DELIVERED has no STOMP frame).
+
+        ``on_wire=False`` only logs: the broker already did what the record asks (a failed commit's
+        rollback returned the transaction's messages itself)."""
         block = self.options.block_on_acknowledge if block is None else block
         for record in records:
             ids = [m.ack_id for m in record.messages]
             wire = {AckType.DELIVERED: None, AckType.REDELIVERED: "NACK", AckType.POISON: "NACK"}.get(
-                record.type, "ACK")
+                record.type, "ACK") if on_wire else None
             self.log.append("ack", ack_type=record.type, ack_type_name=record.type.name, consumer=record.consumer,
                             ack_ids=tuple(ids), reason=record.reason, wire=wire, transaction=transaction)
             if wire is None or self._lost is not None:

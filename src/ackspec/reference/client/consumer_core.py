@@ -126,6 +126,10 @@ class ConsumerAckCore:
     def pull(self) -> bool:
         return self.prefetch == 0
 
+    def unacknowledged(self) -> int:
+        """Messages delivered to the application that still await acknowledge/commit/rollback."""
+        return len(self._delivered)
+
     def outstanding(self) -> int:
         """Messages delivered to the application and not yet acknowledged in any way."""
         return len(self._delivered) + len(self._consumed)

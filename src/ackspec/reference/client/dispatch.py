@@ -12,10 +12,11 @@ belongs to, so ``close``/``commit``/``rollback`` called from inside it can raise
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,25 @@ def current_scopes() -> frozenset[int]:
 
 def in_callback_of(obj: object) -> bool:
     return id(obj) in current_scopes()
+
+
+LISTENER_SCOPE = -1
+"""Marker scope of MessageListener tasks (as opposed to CompletionListener callbacks)."""
+
+
+def in_message_listener() -> bool:
+    return LISTENER_SCOPE in current_scopes()
+
+
+@contextlib.contextmanager
+def outside_callbacks() -> Iterator[None]:
+    """Run deferred work (a close a listener asked for) without the callback's scopes."""
+    saved = current_scopes()
+    _context.scopes = frozenset()
+    try:
+        yield
+    finally:
+        _context.scopes = saved
 
 
 def is_callback_thread() -> bool:

@@ -16,8 +16,15 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ackspec.reference.client.consumer_core import AckMode, ConsumerAckCore, Inbound
-from ackspec.reference.client.dispatch import SessionExecutor, current_scopes, in_callback_of
+from ackspec.reference.client.consumer_core import AckMode, AckRecord, AckType, ConsumerAckCore, Inbound
+from ackspec.reference.client.dispatch import (
+    LISTENER_SCOPE,
+    SessionExecutor,
+    current_scopes,
+    in_callback_of,
+    in_message_listener,
+    outside_callbacks,
+)
 from ackspec.reference.client.errors import (
     ControlRefusedError,
     IllegalStateError,
@@ -80,6 +87,7 @@ class Session:
         self._producers: list[MessageProducer] = []
         self._consumers: list[MessageConsumer] = []
         self._closed = False
+        self._close_after_listener = False
         self._tx: str | None = None
         if transacted:
             self._begin()
@@ -123,7 +131,7 @@ class Session:
         return self._tx
 
     def _check(self) -> None:
-        if self._closed:
+        if self._closed or self._close_after_listener:
             raise IllegalStateError("the session is closed")
         self.connection._check_open()
 
@@ -148,17 +156,24 @@ class Session:
         self.connection.wait_incomplete(f"session:{self.id}")
         tx = self._tx
         assert tx is not None
+        acked: list[AckRecord] = []
         for consumer in self._consumers:
-            self.connection.write_acks(consumer._locked(consumer.core.commit), transaction=tx)
+            records = consumer._locked(consumer.core.commit)
+            acked.extend(records)
+            self.connection.write_acks(records, transaction=tx)
         token = self.connection.new_id("commit")
         try:
             self.connection._control_request(token, lambda: self.connection.wire.commit(tx, token))
         except ControlRefusedError as exc:
-            # the broker failed the commit and rolled back: roll back here too (AMQ-TX-FAILED-COMMIT-ROLLS-BACK);
-            # acks written for the transaction were undone by the broker, so those messages come back
+            # The broker failed the commit and rolled back: the inner rollback asks for redelivery of the
+            # transaction's messages (AMQ-TX-FAILED-COMMIT-ROLLS-BACK), then the next transaction begins.
+            self.connection.write_acks([AckRecord(AckType.REDELIVERED, r.consumer, r.messages, "commit failed")
+                                        for r in acked if r.messages], on_wire=False)
             self._begin()
+            self._finish_consumer_closes()
             raise TransactionRolledBackError(f"commit failed, the transaction was rolled back: {exc}") from exc
         self._begin()
+        self._finish_consumer_closes()
 
     def rollback(self) -> None:
         self._check()
@@ -173,6 +188,7 @@ class Session:
         for consumer in self._consumers:
             self.connection.write_acks(consumer._locked(functools.partial(consumer.core.rollback, "rollback")))
         self._begin()
+        self._finish_consumer_closes()
 
     def recover(self) -> None:
         """Redeliver every delivered, unacknowledged message (6.2.10)."""
@@ -181,21 +197,42 @@ class Session:
             raise IllegalStateError("recover() on a transacted session")
         for consumer in self._consumers:
             self.connection.write_acks(consumer._locked(functools.partial(consumer.core.rollback, "recover")))
+        self._finish_consumer_closes()
 
     def acknowledge(self) -> None:
         """CLIENT_ACKNOWLEDGE: acknowledge everything the session delivered (6.2.10)."""
         self._check()
         for consumer in self._consumers:
             self.connection.write_acks(consumer._locked(consumer.core.acknowledge))
+        self._finish_consumer_closes()
+
+    def _finish_consumer_closes(self) -> None:
+        """Unsubscribe closed consumers whose delivered messages are now settled (8.8)."""
+        for consumer in self._consumers:
+            consumer._finish_close()
+
+    def _after_listener(self) -> None:
+        """Run a close that a MessageListener of this session asked for, now that it returned."""
+        if self._close_after_listener and not self._closed:
+            self._close_after_listener = False
+            with outside_callbacks():
+                self.close()
 
     def close(self) -> None:
+        """Close: wait for incomplete sends, roll back, return unacknowledged messages.
+
+        From one of this session's MessageListeners the close completes once ``on_message``
+        returns, so its message is acknowledged first (6.2.15 allows this or IllegalStateError)."""
         if self._closed:
+            return
+        if in_message_listener() and (in_callback_of(self) or in_callback_of(self.connection)):
+            self._close_after_listener = True
             return
         self._forbid_in_own_callback("close")
         if self.connection.lost is None:
             self.connection.wait_incomplete(f"session:{self.id}")
         for consumer in list(self._consumers):
-            consumer.close()
+            consumer.close(final=True)
         for producer in list(self._producers):
             producer._closed = True
         if self.transacted and self._tx is not None and self.connection.lost is None:
@@ -300,6 +337,7 @@ class MessageConsumer:
         self._buffer: deque[tuple[Message, Inbound]] = deque()
         self._listener: MessageListener | None = None
         self._closed = False
+        self._unsubscribed = False
         self._receiving = 0
         conn.register_consumer(self)
         conn.wire.subscribe(consumer_id, destination,
@@ -370,7 +408,7 @@ class MessageConsumer:
             self._buffer.clear()
         for message, inbound in items:
             self.session.executor.submit(functools.partial(self._dispatch, message, inbound),
-                                         self.session._scopes(self))
+                                         self.session._scopes(self) | {LISTENER_SCOPE})
 
     def _dispatch(self, message: Message, inbound: Inbound) -> None:
         conn = self.session.connection
@@ -391,6 +429,8 @@ class MessageConsumer:
                 records = self.core.on_consumed(inbound)
         if not self.session.closed or records:
             conn.write_acks(records)
+        self.session._after_listener()
+        conn._after_listener()
 
     # -- from the connection --------------------------------------------------------------------
 
@@ -426,20 +466,35 @@ class MessageConsumer:
         if records:
             self.session.connection.write_acks(records)
 
-    def close(self) -> None:
-        if self._closed:
-            return
+    def close(self, *, final: bool = False) -> None:
+        """Close: end a blocked receive (it returns None), wait for a running listener, send deferred acks.
+
+        Acknowledgement state stays (8.8): while messages it delivered await acknowledge, commit
+        or rollback, the subscription stays on the wire (a STOMP UNSUBSCRIBE or an AMQP detach
+        would give them back), and ends once they are settled or the session closes (``final``)."""
         conn = self.session.connection
-        self._closed = True
-        records = self._locked(self.core.flush)
+        if not self._closed:
+            self._closed = True
+            records = self._locked(self.core.flush)
+            if conn.lost is None:
+                conn.write_acks(records)
+            with conn.cond:
+                conn.cond.notify_all()  # a blocked receive returns None ...
+                conn.cond.wait_for(lambda: self._receiving == 0, 10)  # ... and close waits for it (8.8)
+            if threading.current_thread() is not self.session.executor.thread and not current_scopes():
+                self.session.executor.wait_idle(timeout=10)
+        self._finish_close(final=final)
+
+    def _finish_close(self, *, final: bool = False) -> None:
+        if not self._closed or self._unsubscribed:
+            return
+        if not final and self.core.unacknowledged() and self.session.ack_mode is not AckMode.AUTO_ACKNOWLEDGE:
+            return
+        self._unsubscribed = True
+        conn = self.session.connection
         if conn.lost is None:
-            conn.write_acks(records)
             with contextlib.suppress(JMSError):
                 conn.wire.unsubscribe(self.id)
-        with conn.cond:
-            conn.cond.notify_all()
-        if threading.current_thread() is not self.session.executor.thread and not current_scopes():
-            self.session.executor.wait_idle(timeout=10)
         conn.unregister_consumer(self)
 
 

@@ -1,0 +1,188 @@
+"""Closing from inside listeners, closing consumers, NACK discipline, and a commit the broker fails.
+
+Acknowledgement is checked at the broker with a *marker* message instead of waiting for
+something not to arrive: after the client under test is gone, a marker is sent to the
+same queue and an observer reads one message. A message the client failed to acknowledge
+is back in the queue ahead of the marker, so the observer reads it instead of the marker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from ackspec.conformance.client.conftest import TIMEOUT, Env
+from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError, NotApplicable
+from ackspec.conformance.client.test_consumer_acks import REDELIVERED, acks, fill
+from ackspec.conformance.markers import requirement
+from ackspec.reference.faults import FaultRule
+
+MakeCut = Callable[..., ClientUnderTest]
+AUTO, CLIENT = 1, 2
+MARKER = b"marker"
+
+
+def next_on_queue(make_cut: MakeCut, env: Env, q: str) -> bytes | None:
+    """Send the marker and return the body an observer reads first from ``q`` (see the module docstring)."""
+    feeder = make_cut()
+    feeder.sync_send(feeder.producer(feeder.session()), q, MARKER, persistent=True)
+    got = env.drain(q, 1)
+    return got[0].body if got else None
+
+
+def listener_result(cut: ClientUnderTest, action: str) -> str:
+    events = cut.events.wait_count("callback-result", 1, TIMEOUT)
+    results = [e["outcome"] for e in events if e["action"] == action]
+    assert results, f"the listener's {action} did not return (deadlock?)"
+    return str(results[0])
+
+
+@requirement("JMS-6.1.8-LISTENER-CLOSE-AUTO-ACK")
+def test_listener_closing_its_connection_still_acks_its_message(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    cut = make_cut()
+    cut.require(ClientFeature.LISTENER)
+    cut.set_listener_action("close-connection")
+    cut.consumer(cut.session(ack_mode=AUTO), q, listener=True)
+    fill(make_cut, q, 1)
+    outcome = listener_result(cut, "close-connection")
+    if outcome == "IllegalStateError":
+        raise NotApplicable("the client refuses a listener's close of its own connection (the rule is conditional)")
+    assert outcome == "ok", f"close from the listener failed: {outcome}"
+    cut.events.wait_count("listener-returned", 1, TIMEOUT)
+    assert next_on_queue(make_cut, env, q) == MARKER, "the listener's message was not acknowledged"
+
+
+@requirement("JMS-6.2.15-LISTENER-CLOSES-OWN-SESSION")
+def test_listener_closing_its_session_fails_cleanly_or_acks(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    cut = make_cut()
+    cut.require(ClientFeature.LISTENER)
+    cut.set_listener_action("close-session")
+    cut.consumer(cut.session(ack_mode=AUTO), q, listener=True)
+    fill(make_cut, q, 1)
+    outcome = listener_result(cut, "close-session")
+    assert outcome in ("ok", "IllegalStateError"), f"neither IllegalStateError nor success: {outcome}"
+    cut.events.wait_count("listener-returned", 1, TIMEOUT)
+    cut.close()
+    assert next_on_queue(make_cut, env, q) == MARKER, "the listener's message was not acknowledged"
+
+
+@requirement("JMS-8.8-CONSUMER-CLOSE-KEEPS-ACK-STATE")
+def test_client_ack_after_consumer_close(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 1)
+    cut = make_cut()
+    cut.require(ClientFeature.ACK_MODES)
+    s = cut.session(ack_mode=CLIENT)
+    c = cut.consumer(s, q)
+    message = cut.receive(c, TIMEOUT)
+    assert message is not None
+    cut.close_consumer(c)
+    cut.acknowledge(message.handle)  # still allowed: the session is open
+    cut.close()
+    assert next_on_queue(make_cut, env, q) == MARKER, "acknowledge() after the consumer's close had no effect"
+
+
+@requirement("JMS-8.8-CONSUMER-CLOSE-KEEPS-ACK-STATE")
+def test_commit_after_consumer_close(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 1)
+    cut = make_cut()
+    cut.require(ClientFeature.TRANSACTIONS)
+    s = cut.session(transacted=True)
+    c = cut.consumer(s, q)
+    assert cut.receive(c, TIMEOUT) is not None
+    cut.close_consumer(c)
+    cut.commit(s)
+    cut.close()
+    assert next_on_queue(make_cut, env, q) == MARKER, "commit after the consumer's close did not consume it"
+
+
+@requirement("JMS-8.8-CONSUMER-CLOSE-BLOCKS")
+def test_close_ends_a_blocked_receive(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    cut = make_cut()
+    c = cut.consumer(cut.session(), q)
+    receiving = env.background(lambda: cut.receive(c, 60.0))
+    assert receiving.wait_parked(TIMEOUT), "receive neither returned nor waited"
+    assert not receiving.done, "receive on an empty queue returned at once"
+    closing = env.background(lambda: cut.close_consumer(c))
+    closing.wait()
+    assert receiving.done, "close returned while a receive was still in progress"
+    assert receiving.wait() is None, "a receive ended by close returns null"
+
+
+@requirement("JMS-8.8-CONSUMER-CLOSE-BLOCKS")
+def test_close_waits_for_a_running_listener(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    cut = make_cut()
+    cut.require(ClientFeature.LISTENER)
+    cut.set_listener_action("block")
+    c = cut.consumer(cut.session(), q, listener=True)
+    fill(make_cut, q, 1)
+    cut.events.wait_count("listener-blocked", 1, TIMEOUT)
+    closing = env.background(lambda: cut.close_consumer(c))
+    assert closing.wait_parked(TIMEOUT), "close neither returned nor waited"
+    assert not closing.done, "close returned while onMessage was running"
+    cut.release_listeners()
+    closing.wait()
+    assert cut.events.of("listener-returned"), "close returned before onMessage did"
+
+
+@requirement("JMS-8.8-CONSUMER-CLOSE-BLOCKS")
+def test_listener_closing_its_own_consumer_completes(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    cut = make_cut()
+    cut.require(ClientFeature.LISTENER)
+    cut.set_listener_action("close-consumer")
+    cut.consumer(cut.session(), q, listener=True)
+    fill(make_cut, q, 1)
+    assert listener_result(cut, "close-consumer") == "ok", "a listener closing its own consumer must succeed"
+    cut.events.wait_count("listener-returned", 1, TIMEOUT)
+
+
+@requirement("STOMP-NACK-CLIENT-SHOULD-NACK")
+def test_unprocessed_messages_are_nacked_not_left_to_a_cumulative_ack(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 2)
+    cut = make_cut()
+    cut.require(ClientFeature.RECOVER)
+    proxy = env.stomp_proxy
+    s = cut.session(ack_mode=CLIENT)
+    c = cut.consumer(s, q)
+    assert cut.receive(c, TIMEOUT) is not None and cut.receive(c, TIMEOUT) is not None
+    cut.recover(s)  # the application says: these were not processed
+    again = [cut.receive(c, TIMEOUT) for _ in range(2)]
+    assert all(again)
+    ids = [f.get("ack") for _, f in proxy.broker_frames if f.command == "MESSAGE" and f.get("destination") == q]
+    nacked = {f.get("id") for _, f in proxy.client_frames if f.command == "NACK"}
+    assert set(ids[:2]) <= nacked, "messages given back by recover() were not NACKed (left to a later ACK)"
+
+
+@requirement("AMQ-TX-FAILED-COMMIT-ROLLS-BACK")
+def test_failed_commit_rolls_back_and_redelivers(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    fill(make_cut, q, 2)
+    cut = make_cut()
+    cut.require(ClientFeature.TRANSACTIONS)
+    env.require_protocol("stomp", "the commit-failing broker fault is in the STOMP session")
+    s = cut.session(transacted=True)
+    c = cut.consumer(s, q)
+    first = [cut.receive(c, TIMEOUT) for _ in range(2)]
+    assert all(first)
+    rule = env.broker.faults.add(FaultRule(fail_commit="commit failed by fault injection"))
+    with pytest.raises(CutError) as info:
+        cut.commit(s)
+    assert "RolledBack" in info.value.kind or "Rollback" in info.value.kind, (
+        f"a failed commit must be reported as rolled back, got {info.value.kind}")
+    env.broker.faults.remove(rule)
+    if cut.events.of("ack"):
+        assert acks(cut, REDELIVERED) == [(REDELIVERED, 2)], "the inner rollback asks for redelivery"
+    again = [cut.receive(c, TIMEOUT) for _ in range(2)]
+    assert [(m.body, m.redelivered) for m in again if m] == [(m.body, True) for m in first if m], (
+        "the rolled-back messages were not redelivered")
+    cut.commit(s)
+    cut.close()
+    assert next_on_queue(make_cut, env, q) == MARKER
