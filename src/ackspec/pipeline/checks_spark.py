@@ -43,7 +43,7 @@ UNBOUNDED = Window.unboundedPreceding
 
 @dataclass(frozen=True, slots=True)
 class SparkCheck:
-    """The lazy results of one check: anomalies as a DataFrame, and the send counts."""
+    """The results of one check: anomalies and send counts as DataFrames (inputs already materialised)."""
 
     anomalies: DataFrame
     sends: DataFrame
@@ -83,7 +83,8 @@ def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkC
     )
     if repartition:
         df = df.repartition(*H)
-    df = df.cache()
+    # materialise once: later jobs read a flat scan instead of re-planning the whole lineage
+    df = df.localCheckpoint(eager=True)
 
     # --- configuration and transactions ---------------------------------------------------
     max_red = (df.select(*H, "index", F.get_json_object("value", f"$.{VALUE_MAX_REDELIVERIES}")
@@ -123,7 +124,7 @@ def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkC
     ).otherwise(
         F.when(F.col("s_conf") == 1, "confirmed").when(F.col("s_ind") == 1, "indeterminate")
         .when(F.col("s_fail") == 1, "failed").otherwise("indeterminate")
-    )).select(*H, *MSG, "status", "send_ops")
+    )).select(*H, *MSG, "status", "send_ops").localCheckpoint(eager=True)
 
     # --- deliveries and their resets ------------------------------------------------------
     deliveries = df.where((F.col("op") == "receive") & (F.col("type") == "ok") & F.col("seq").isNotNull()).select(
@@ -190,7 +191,7 @@ def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkC
                   .withColumn("settle_at", F.when(F.col("ack_mode").isin(*SETTLED_ON_DELIVERY), F.col("index"))
                               .otherwise(_least(F.col("ind_settle"), cum_settle, tx_ack, F.col("reset_at"))))
                   .drop("ind_ack", "ind_settle", "first_ack", "first_settle", "commit_at")
-                  .cache())
+                  .localCheckpoint(eager=True))
 
     anomalies: list[DataFrame] = []
 
@@ -273,18 +274,20 @@ def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkC
                 .select(*H, *MSG).distinct().withColumn("rejected", F.lit(True)))
     queue = deliveries.where(~_is_topic(F.col("dest")))
     per_msg = Window.partitionBy(*H, *MSG, "dead").orderBy("index")
-    dlq = (queue.withColumn("nth", F.row_number().over(per_msg))
+    dead_limit = Window.partitionBy(*H, *MSG)
+    dlq = (queue.join(max_red, H, "left")
+           .withColumn("m", F.coalesce(F.col("test_mr"),
+                                       F.min(F.when(F.col("dead"), F.col("limit"))).over(dead_limit)))
+           .where(F.col("m").isNotNull())
+           .withColumn("nth", F.row_number().over(per_msg))
            .groupBy(*H, *MSG).agg(
                F.sum((~F.col("dead")).cast("int")).alias("n"),
+               F.first("m").alias("m"),
                F.min(F.when(F.col("dead"), F.col("index"))).alias("first_dead"),
-               F.min(F.when(F.col("dead"), F.col("limit"))).alias("dead_limit"),
-               F.collect_list(F.when(~F.col("dead"), F.struct("nth", "index"))).alias("normal"))
-           .join(max_red, H, "left").join(rejected, [*H, *MSG], "left")
-           .withColumn("m", F.coalesce("test_mr", "dead_limit"))
-           .where(F.col("m").isNotNull()))
+               F.min(F.when(~F.col("dead") & (F.col("nth") == F.col("m") + 2), F.col("index"))).alias("extra"))
+           .join(rejected, [*H, *MSG], "left"))
     beyond = F.col("n") > F.col("m") + 1
-    emit(dlq.where(beyond), AnomalyKind.DEAD_LETTER,
-         F.array(F.expr("filter(normal, x -> x.nth = m + 2)[0].index")))
+    emit(dlq.where(beyond), AnomalyKind.DEAD_LETTER, F.array(F.col("extra")))
     emit(dlq.where(~beyond & F.col("first_dead").isNotNull() & (F.col("n") < F.col("m") + 1)
                    & F.col("rejected").isNull()), AnomalyKind.DEAD_LETTER, F.array(F.col("first_dead")))
 

@@ -113,19 +113,29 @@ def check_parquet(path: Path) -> None:
     expected = {name for name, _ in COLUMNS} - set(PARQUET_PARTITIONS)
     for file in files:
         try:
-            names = set(pq.read_schema(file).names)
+            metadata = pq.read_metadata(file)
         except Exception as exc:  # pyarrow raises several types for a damaged file
             raise AckspecError(f"{file}: corrupt Parquet file ({type(exc).__name__}: {exc})") from exc
+        names = set(metadata.schema.names)
         missing = expected - names
         if missing:
             raise AckspecError(f"{file}: not an ackspec history (missing columns: {', '.join(sorted(missing))})")
+        if "v" in names:  # schema versions from the footer statistics: no scan of the data
+            column = metadata.schema.names.index("v")
+            for group in range(metadata.num_row_groups):
+                stats = metadata.row_group(group).column(column).statistics
+                if stats is not None and stats.has_min_max and SCHEMA_VERSION != stats.min or (
+                        stats is not None and stats.has_min_max and stats.max != SCHEMA_VERSION):
+                    bad = stats.max if stats.max != SCHEMA_VERSION else stats.min
+                    raise AckspecError(
+                        f"{file}: history schema version {bad} is not supported (expected {SCHEMA_VERSION})")
 
 
 def read_parquet(spark: Any, path: Path) -> Any:
     """The histories of a Parquet dataset (partition columns restored), validated."""
     check_parquet(path)
     df = spark.read.option("basePath", str(path)).parquet(str(path))
-    return _conform(df, str(path))
+    return _conform(df, str(path), scan_versions=False)
 
 
 def read_jsonl(spark: Any, files: Sequence[Path]) -> Any:
@@ -150,14 +160,15 @@ def read_jsonl(spark: Any, files: Sequence[Path]) -> Any:
     return df.drop("_corrupt_record", "_file").withColumn("v", F.coalesce(F.col("v"), F.lit(SCHEMA_VERSION)))
 
 
-def _conform(df: Any, name: str) -> Any:
+def _conform(df: Any, name: str, *, scan_versions: bool = True) -> Any:
     columns = set(df.columns)
     missing = [c for c, _ in COLUMNS if c not in columns and c != "v"]
     if missing:
         raise AckspecError(f"{name}: not an ackspec history dataset (missing columns: {', '.join(missing)})")
     if "v" not in columns:
         df = df.withColumn("v", F.lit(SCHEMA_VERSION))
-    versions = [r["v"] for r in df.select("v").distinct().collect() if r["v"] not in (None, SCHEMA_VERSION)]
+    versions = [r["v"] for r in df.select("v").distinct().collect() if r["v"] not in (None, SCHEMA_VERSION)] \
+        if scan_versions else []
     if versions:
         raise AckspecError(f"{name}: history schema version {versions[0]} is not supported (expected {SCHEMA_VERSION})")
     return df.select(*[F.col(f"`{c}`").cast(kind).alias(c) for c, kind in COLUMNS])
