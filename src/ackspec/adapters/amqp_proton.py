@@ -150,6 +150,7 @@ class AmqpOptions:
     address_style: str = "path"  # path | capabilities | activemq
     rcv_settle: str = "first"
     credit: int = DEFAULT_CREDIT
+    nack: str = "modified"  # what a plain NACK sends: modified{delivery-failed} or released
 
     @classmethod
     def from_url(cls, url: str) -> AmqpOptions:
@@ -397,7 +398,7 @@ class ProtonClient(Client):
         self._senders: dict[str, Link] = {}
         self._link_errors: dict[str, str] = {}
         self._coordinator: Link | None = None
-        self._side_session_errors: dict[int, str] = {}
+        self._side_session_errors: dict[Any, str] = {}  # proton Session -> why the peer ended it
         self.session_error: str | None = None
         self._txns: dict[str, _Transaction] = {}
         self.wire.conn.open()
@@ -432,10 +433,10 @@ class ProtonClient(Client):
                 flowed.flows += 1
         elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
             text = condition_text(event.session.remote_condition) or "session closed by peer"
-            if event.session is self.session:
+            if event.session == self.session:  # proton wrappers compare by the C object, not identity
                 self.session_error = text
             else:
-                self._side_session_errors[id(event.session)] = text
+                self._side_session_errors[event.session] = text
 
     def _on_delivery(self, dlv: PnDelivery) -> None:
         link = dlv.link
@@ -522,8 +523,10 @@ class ProtonClient(Client):
         self._subs[name] = sub
         self._by_link[name] = sub
         link.open()
-        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED)),
-                       self.timeout, f"attach of receiver {name}")
+        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED))
+                       or self.session_error is not None, self.timeout, f"attach of receiver {name}")
+        if self.session_error is not None:
+            raise AdapterError(f"subscribe to {destination}: session ended by the peer: {self.session_error}")
         if link.state & Endpoint.REMOTE_CLOSED or link.remote_source.address is None:
             self.wire.wait(lambda: name in self._link_errors or bool(link.state & Endpoint.REMOTE_CLOSED),
                            self.timeout, f"refusal of receiver {name}")
@@ -562,8 +565,9 @@ class ProtonClient(Client):
         link.snd_settle_mode = Link.SND_MIXED
         link.open()
         self._senders[destination] = link
-        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED)),
-                       self.timeout, f"attach of sender {name}")
+        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED))
+                       or self.session_error is not None, self.timeout, f"attach of sender {name}")
+        self._check_link(link, f"attach of sender {name}")
         if link.state & Endpoint.REMOTE_CLOSED or link.remote_target.address is None:
             self.wire.wait(lambda: name in self._link_errors or bool(link.state & Endpoint.REMOTE_CLOSED),
                            self.timeout, f"refusal of sender {name}")
@@ -599,8 +603,10 @@ class ProtonClient(Client):
             dlv.settle()
             self.wire.flush()
             return SendResult(seq=None, confirmed=False, message_id=message_id)
-        self.wire.wait(lambda: bool(dlv.remote_state) or dlv.settled or link.name in self._link_errors,
-                       self.timeout, f"the outcome of a transfer to {destination}")
+        self.wire.wait(lambda: bool(dlv.remote_state) or dlv.settled or link.name in self._link_errors
+                       or self.session_error is not None, self.timeout, f"the outcome of a transfer to {destination}")
+        if not dlv.remote_state and not dlv.settled:
+            self._check_link(link, f"send to {destination}")
         state = dlv.remote_state
         detail: dict[str, Any] = {"outcome": outcome_name(state)}
         if state == TRANSACTIONAL_STATE:
@@ -748,7 +754,7 @@ class ProtonClient(Client):
         known = self._subs.get(delivery.subscription)
         # CLIENT mode is cumulative for negative outcomes too (as STOMP's NACK in ack:client)
         sub, chosen = self._targets(delivery, known is not None and known.ack is AckMode.CLIENT)
-        if outcome is NackOutcome.RELEASED:
+        if outcome is NackOutcome.RELEASED or (outcome is NackOutcome.NACK and self.opts.nack == "released"):
             self._settle(sub, chosen, RELEASED_CODE, transaction, confirm)
         elif outcome is NackOutcome.REJECTED:
             self._settle(sub, chosen, REJECTED_CODE, transaction, confirm)
@@ -786,13 +792,13 @@ class ProtonClient(Client):
         probe.target.capabilities.put_object(symbol("amqp:local-transactions"))
         probe.open()
         self.wire.wait(lambda: bool(probe.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED))
-                       or id(side) in self._side_session_errors, self.timeout, "attach of a probe coordinator")
-        refused = self._side_session_errors.get(id(side))
+                       or side in self._side_session_errors, self.timeout, "attach of a probe coordinator")
+        refused = self._side_session_errors.get(side)
         if refused is None and (probe.state & Endpoint.REMOTE_CLOSED
                                 or probe.remote_target.type != Terminus.COORDINATOR):
-            self.wire.wait(lambda: name in self._link_errors or id(side) in self._side_session_errors,
+            self.wire.wait(lambda: name in self._link_errors or side in self._side_session_errors,
                            self.timeout, "coordinator refusal")
-            refused = self._link_errors.get(name) or self._side_session_errors.get(id(side)) or "refused"
+            refused = self._link_errors.get(name) or self._side_session_errors.get(side) or "refused"
         adapter.coordinator_probe = refused or ""
         with contextlib.suppress(Exception):
             probe.close()
@@ -921,10 +927,11 @@ class ProtonClient(Client):
             link.target.capabilities.put_object(symbol(capability))
         link.source.address = name
         link.open()
-        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED)),
-                       self.timeout, f"attach of barrier link {name}")
-        link.close()
-        self.wire.wait(lambda: bool(link.state & Endpoint.REMOTE_CLOSED), self.timeout, f"detach of {name}")
+        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED))
+                       or self.session_error is not None, self.timeout, f"attach of barrier link {name}")
+        self._check_link(link, "round trip")
+        link.close()  # not waited for: RabbitMQ 3.10 does not always answer a detach
+        self.wire.flush()
 
     def drain(self, subscription: str, timeout: float | None = None, *, credit: int = 0) -> DrainResult:
         """Add ``credit`` and set ``drain``; wait for the sender's answering flow (credit used up).
@@ -943,12 +950,13 @@ class ProtonClient(Client):
         self.wire.flush()
         try:
             # done when the sender answered with its flow state, or used the credit up with transfers
-            self.wire.wait(lambda: sub.error is not None or (not sub.link.draining()
+            self.wire.wait(lambda: sub.error is not None or self.session_error is not None or (not sub.link.draining()
                                                              and (sub.flows > flows or sub.link.credit <= 0)),
                            wait, f"the answer to a drain on {subscription}")
             echoed = sub.flows > flows and sub.error is None
         except Indeterminate:
             echoed = False
+        self._check_link(sub.link, f"drain of {subscription}")
         after = int(sub.link.credit)
         sub.link.drain_mode = False
         delivered: list[Delivery] = []
@@ -1012,6 +1020,9 @@ class ProtonAdapter(Adapter):
             # the profile's AMQP dialect (settings.amqp_address / amqp_rcv_settle), unless the URL says otherwise
             query = parse_qs(urlsplit(url).query)
             style = settings.options.get("amqp_address")
+            nack = settings.options.get("amqp_nack")
+            if nack in ("modified", "released"):
+                opts = replace(opts, nack=str(nack))
             if "address" not in query and style is not None:
                 opts = replace(opts, address_style=AmqpOptions.from_url(f"amqp://h:1?address={style}").address_style)
             if settings.capabilities is not STOMP_STANDARD_CAPABILITIES:
