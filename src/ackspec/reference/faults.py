@@ -55,6 +55,27 @@ MUTANTS: Final = frozenset(
         "mangle-body",  # one byte of each MESSAGE body is changed
         "error-no-close",  # ERROR frames leave the connection open
         "ignore-prefetch",  # deliveries beyond the prefetch bound
+        # the wider net of the suite's quality checks (tests/quality):
+        "nack-ignored",  # NACK is confirmed but does nothing (the message stays with the consumer)
+        "nack-acks",  # NACK consumes the message like an ACK
+        "abort-keeps-acks",  # ABORT applies the transaction's ACKs
+        "abort-keeps-sends",  # ABORT delivers the transaction's SENDs
+        "commit-drops-one",  # COMMIT loses the last SEND of a transaction of several
+        "no-redelivered-flag",  # redeliveries carry redelivered:false
+        "stuck-delivery-count",  # the delivery count never grows
+        "no-dead-letter",  # the redelivery limit is never enforced
+        "early-dead-letter",  # dead-lettered one redelivery too early
+        "prefetch-off-by-one",  # one delivery more than the prefetch allows
+        "topic-one-subscriber",  # a topic message reaches only its first subscriber
+        "queue-to-two",  # a queue message also reaches a second consumer
+        "reorder-receipts",  # a receipt is overtaken by the next one
+        "wrong-receipt-id",  # RECEIPT carries a receipt-id that was never asked for
+        "error-no-message",  # ERROR frames lack the message header
+        "error-no-receipt-id",  # ERROR frames lack the receipt-id of the frame that caused them
+        "message-no-subscription",  # MESSAGE frames lack the subscription header
+        "message-no-destination",  # MESSAGE frames lack the destination header
+        "truncate-body-at-nul",  # MESSAGE bodies end at their first NUL byte
+        "double-escape-headers",  # user header values are escaped twice on MESSAGE frames
     }
 )
 

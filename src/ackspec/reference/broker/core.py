@@ -334,6 +334,8 @@ class BrokerCore:
         subs = self._topics.get(msg.destination)
         if subs:
             self.tracer.trace("JMS-4.2-TOPIC-EVERY-SUBSCRIBER", msg.destination)
+            if self._mutant("topic-one-subscriber", msg.destination):
+                subs = subs[:1]
             for s in subs:
                 s.queue.ready.append(_Entry(msg, next(self._pos)))
                 self._dispatch(s.queue, out)
@@ -363,6 +365,10 @@ class BrokerCore:
                             "STOMP-ACK-UNKNOWN-ID-ERROR")
         t = self._tx(c, tx) if tx is not None else None
         out: list[Effect] = []
+        if settlement.outcome is Outcome.REQUEUE and self._mutant("nack-ignored", s.destination):
+            if confirm is not None:
+                out.append(Confirm(conn, confirm))
+            return out
         if delivery_id in s.aliases:  # mutant duplicate: swallow
             s.aliases.discard(delivery_id)
             del c.deliveries[delivery_id]
@@ -432,6 +438,8 @@ class BrokerCore:
                 if entry.excluded is None:
                     entry.excluded = set()
                 entry.excluded.add(s.key)
+        elif self._mutant("nack-acks", s.destination):
+            return self._remove(entry, out, removed)
         else:  # REQUEUE
             entry.redelivered = True
             entry.delivery_count += 1
@@ -439,7 +447,8 @@ class BrokerCore:
         return self._requeue(q, entry, out)
 
     def _requeue(self, q: _Queue, entry: _Entry, out: list[Effect]) -> bool:
-        if entry.delivery_count > self.config.max_redeliveries:
+        limit = self.config.max_redeliveries - (1 if self._mutant("early-dead-letter", q.name) else 0)
+        if entry.delivery_count > limit and not self._mutant("no-dead-letter", q.name):
             self.tracer.trace("AMQ-REDELIVERY-POISON-TO-DLQ", q.name)
             return self._dead_letter(entry, f"max redeliveries ({self.config.max_redeliveries}) exceeded", out)
         if q.topic_copy and not q.consumers:
@@ -492,6 +501,8 @@ class BrokerCore:
         t = self._tx(c, tx)
         del c.txs[tx]
         out: list[Effect] = []
+        if len(t.sends) > 1 and self._mutant("commit-drops-one", t.sends[-1][1].destination):
+            t.sends.pop()
         stored = tuple(m for q, m in t.sends if q is not None and m.persistent)
         removed: list[str] = []
         pending: list[Effect] = []
@@ -534,12 +545,18 @@ class BrokerCore:
         del c.txs[tx]
         out: list[Effect] = []
         touched: dict[int, _Queue] = {}
+        for q, m in t.sends:
+            if self._mutant("abort-keeps-sends", m.destination):
+                self._route(q, m, out, journal=True)
         for d, _st in t.settles:
             s = c.deliveries.get(d)
             if s is None or d not in s.unacked:
                 continue
             s.in_tx.discard(d)
-            if redeliver_settled:
+            if self._mutant("abort-keeps-acks", s.destination):
+                self._apply_settlement(s, d, _st, out, None)
+                touched[id(s.queue)] = s.queue
+            elif redeliver_settled:
                 entry = s.unacked.pop(d)
                 del c.deliveries[d]
                 entry.redelivered = True
@@ -560,6 +577,7 @@ class BrokerCore:
             return
         faults = self.faults if self.faults is not None and self.faults.any_mutant else None
         ignore_prefetch = faults is not None and faults.mutant_active("ignore-prefetch", q.name)
+        slack = 1 if faults is not None and faults.mutant_active("prefetch-off-by-one", q.name) else 0
         while True:
             entry = q.peek()
             if entry is None:
@@ -575,7 +593,7 @@ class BrokerCore:
                 if s.credit is not None and s.credit <= 0:
                     blocked = True
                     continue
-                if s.prefetch is not None and len(s.unacked) >= s.prefetch and not ignore_prefetch:
+                if s.prefetch is not None and len(s.unacked) >= s.prefetch + slack and not ignore_prefetch:
                     blocked = True
                     continue
                 if entry.excluded is not None and s.key in entry.excluded:
@@ -595,6 +613,11 @@ class BrokerCore:
                 q.give_back(entry)  # deliver the later one first
                 entry = later
             self._deliver(chosen, entry, out)
+            if n > 1 and faults is not None and faults.mutant_active("queue-to-two", q.name):
+                other = consumers[q.rr % n]
+                if other is not chosen:
+                    self._deliver(other, _Entry(entry.msg, next(self._pos), entry.delivery_count,
+                                                entry.redelivered), out)
 
     def _deliver(self, s: _Sub, entry: _Entry, out: list[Effect]) -> None:
         did = next(self._delivery_ids)
@@ -602,7 +625,13 @@ class BrokerCore:
         if s.credit is not None:
             s.credit -= 1
         msg = entry.msg
-        out.append(Deliver(c.conn_id, s.sub_id, did, msg, entry.redelivered, entry.delivery_count))
+        if self._mutant("no-redelivered-flag", msg.destination) or self._mutant("stuck-delivery-count",
+                                                                                 msg.destination):
+            flag = entry.redelivered and not self._mutant("no-redelivered-flag", msg.destination)
+            count = 0 if self._mutant("stuck-delivery-count", msg.destination) else entry.delivery_count
+            out.append(Deliver(c.conn_id, s.sub_id, did, msg, flag, count))
+        else:
+            out.append(Deliver(c.conn_id, s.sub_id, did, msg, entry.redelivered, entry.delivery_count))
         if entry.redelivered:
             self.tracer.trace("JMS-3.4.7-REDELIVERED-SET", msg.destination)
         if s.ack_mode is AckMode.AUTO:
@@ -617,6 +646,11 @@ class BrokerCore:
             if s.ack_mode is not AckMode.AUTO:
                 s.aliases.add(dup)
                 c.deliveries[dup] = s
+
+    def _mutant(self, name: str, destination: str | None) -> bool:
+        """Is the quality-check mutant ``name`` on for ``destination`` (cheap when no mutant is on)?"""
+        faults = self.faults
+        return faults is not None and faults.any_mutant and faults.mutant_active(name, destination)
 
     def _drop_sub(self, s: _Sub, out: list[Effect], touched: list[_Queue]) -> None:
         c = s.conn
