@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from proton import Link
 
-from ackspec.adapters.base import AckMode, Capability, Indeterminate, NotSupported
+from ackspec.adapters.base import AckMode, AdapterError, Capability, Indeterminate, NotSupported
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.suite.amqp.support import amqp_client, settled_on_arrival
 from ackspec.conformance.verdicts import Checks, RequirementViolation, check
@@ -116,3 +116,20 @@ def test_receiver_settle_mode_second(harness: Harness) -> None:
                                        f"the broker agreed to rcv-settle-mode second but never settled: {exc}") from exc
     extra = seqs(harness.barrier(c, q, c, sub))
     check(not extra, "AMQP-3.4.2-ACCEPTED-RETIRES", f"accepted (mode second) deliveries came back: {extra}")
+
+
+@requirement("AMQP-2.6.12-UNSETTLED-AT-LEAST-ONCE")
+def test_unroutable_transfer_not_accepted(harness: Harness) -> None:
+    """``accepted`` means the node took the message: a transfer to an address that routes nowhere
+    (named by the profile's ``settings.amqp_unroutable_address``) must not be accepted."""
+    harness.require(Capability.RECEIPTS)
+    address = harness.settings.options.get("amqp_unroutable_address")
+    if not address:
+        pytest.skip("the profile names no unroutable AMQP address (every address is a node on this target)")
+    c = amqp_client(harness)
+    try:
+        result = c.send(str(address), b"nowhere", seq=0, producer="p1")
+    except AdapterError:
+        return  # refused (link refused, rejected or released): nothing claimed
+    check(not result.confirmed, "AMQP-2.6.12-UNSETTLED-AT-LEAST-ONCE",
+          f"a transfer to {address}, which routes nowhere, was accepted: the message is silently lost")
