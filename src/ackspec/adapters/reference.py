@@ -89,7 +89,20 @@ class ReferenceAdapter(StompPyAdapter):
     def faults(self) -> Any:
         return self.broker.faults
 
-    def restart_broker(self) -> None:
-        """Stop the broker as a crash would and start it again on its journal."""
-        self.broker.restart()
+    def restart_broker(self, *, crash: bool = False) -> None:
+        """Stop the broker (connections dropped abruptly) and start it again on its journal.
+
+        ``crash=True`` is a power loss: journal writes no completed fsync covered are lost.
+        """
+        self.broker.restart(crash=crash)
         self.settings = TargetSettings.from_url(self.broker.stomp_url, self.settings)
+
+    def slow_fsync(self, seconds: float) -> None:
+        """Make every journal fsync take ``seconds`` longer (a slow disk) until the next restart or 0."""
+        server = getattr(self.broker, "server", None)
+        journal = getattr(server, "journal", None)
+        if journal is None:
+            from ackspec.adapters.base import NotSupported  # noqa: PLC0415
+
+            raise NotSupported(Capability.PERSISTENCE, "the embedded broker has no journal")
+        journal.sync_delay = seconds

@@ -87,7 +87,11 @@ class _Listener(stomp.ConnectionListener):  # type: ignore[misc]
         headers = dict(frame.headers)
         body = frame.body if isinstance(frame.body, bytes) else str(frame.body or "").encode()
         with self.q.cond:
-            self.q.messages.setdefault(headers.get("subscription", ""), deque()).append((headers, body))
+            sub = headers.get("subscription")
+            if sub is None:  # a broker that omits it: the only subscription, so the tests can see what is missing
+                known = [k for k in self.q.messages if k]
+                sub = known[0] if len(known) == 1 else ""
+            self.q.messages.setdefault(sub, deque()).append((headers, body))
             self.q.cond.notify_all()
 
     def on_receipt(self, frame: Any) -> None:
@@ -243,7 +247,8 @@ class StompPyClient(Client):
 
     def _subscribe(self, destination: str, ack: AckMode, prefetch: int | None, headers: dict[str, str]) -> str:
         sub_id = headers.pop("id", None) or f"{self.process}-s{next(self._ids)}"
-        if prefetch is not None:
+        if prefetch is not None and Capability.PREFETCH in self.settings.capabilities:
+            # a prefetch is only a hint to a target without message-count prefetch (Artemis' window is in bytes)
             for name in self.settings.prefetch_headers:
                 headers[name] = str(prefetch)
         headers.update(self._confirmed(True))
