@@ -191,7 +191,8 @@ class SuiteSession:
         else:
             judged = classify(exc)
         deviations = self.target.deviations_for(item.nodeid) if self.target is not None else {}
-        state.verdicts = decide(state.requirements or ["(none)"], judged, deviations)
+        intermittent = self.target.intermittent_for(item.nodeid) if self.target is not None else frozenset()
+        state.verdicts = decide(state.requirements or ["(none)"], judged, deviations, intermittent)
         state.duration = call.duration
         state.decided = True
         state.notes = _notes(exc)

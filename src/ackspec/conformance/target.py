@@ -97,6 +97,7 @@ class KnownDeviation:
     reason: str
     test: str | None = None  # fnmatch pattern on the pytest node id the deviation is limited to
     protocols: tuple[str, ...] = ()  # protocols the deviation is limited to (empty: all)
+    intermittent: bool = False  # shows in some runs only: a run where it held is a pass, not stale
 
     def applies_to(self, nodeid: str, protocol: str | None = None) -> bool:
         if self.protocols and protocol and protocol not in self.protocols:
@@ -122,7 +123,8 @@ def deviations_of(profile: Mapping[str, Any] | None) -> list[KnownDeviation]:
                 req = item.get("requirement") or item.get("id")
                 if req:
                     protocols = tuple(str(p) for p in item.get("protocols") or ())
-                    out.append(KnownDeviation(str(req), str(item.get("reason", "")), item.get("test"), protocols))
+                    out.append(KnownDeviation(str(req), str(item.get("reason", "")), item.get("test"), protocols,
+                                              bool(item.get("intermittent", False))))
             elif isinstance(item, str):
                 out.append(KnownDeviation(item, ""))
     return out
@@ -166,6 +168,11 @@ class Target:
     def deviations_for(self, nodeid: str) -> dict[str, str]:
         """``{requirement: reason}`` of the deviations that apply to one test."""
         return {d.requirement: d.reason for d in self.deviations if d.applies_to(nodeid, self.protocol or None)}
+
+    def intermittent_for(self, nodeid: str) -> frozenset[str]:
+        """Requirements whose deviation for this test shows in some runs only."""
+        return frozenset(d.requirement for d in self.deviations
+                         if d.intermittent and d.applies_to(nodeid, self.protocol or None))
 
     @property
     def embedded(self) -> bool:

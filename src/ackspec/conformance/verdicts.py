@@ -139,8 +139,21 @@ class RequirementVerdict:
 
 
 def decide(requirements: Sequence[str], outcome: Outcome,
-           deviations: Mapping[str, str]) -> list[RequirementVerdict]:
-    """Verdicts of the cited ``requirements`` given how the test ended and the profile's deviations."""
+           deviations: Mapping[str, str], intermittent: frozenset[str] = frozenset()) -> list[RequirementVerdict]:
+    """Verdicts of the cited ``requirements`` given how the test ended and the profile's deviations.
+
+    A deviation in ``intermittent`` shows in some runs only: when it held this time the verdict is
+    pass (with a note), not stale.
+    """
+
+    def held(req: str, how: str) -> RequirementVerdict:
+        if req not in deviations:
+            return RequirementVerdict(req, Verdict.PASS, "" if how == "passed" else "checked and held")
+        if req in intermittent:
+            return RequirementVerdict(req, Verdict.PASS, f"intermittent deviation ({deviations[req]}) "
+                                                         "did not show this run")
+        return RequirementVerdict(req, Verdict.STALE, f"listed as a deviation in the profile ({deviations[req]}) "
+                                                      f"but the test {how}: update the profile")
 
     def failed(req: str, message: str, ops: tuple[int, ...] = ()) -> RequirementVerdict:
         if req in deviations:
@@ -152,19 +165,13 @@ def decide(requirements: Sequence[str], outcome: Outcome,
     for req in requirements:
         match outcome.kind:
             case OutcomeKind.PASSED:
-                if req in deviations:
-                    out.append(RequirementVerdict(req, Verdict.STALE, "listed as a deviation in the profile "
-                                                  f"({deviations[req]}) but the test passed: update the profile"))
-                else:
-                    out.append(RequirementVerdict(req, Verdict.PASS))
+                out.append(held(req, "passed"))
             case OutcomeKind.VIOLATION:
                 hit = [v for v in outcome.violations if v.requirement == req]
                 if hit:
                     out.append(failed(req, str(hit[0]), hit[0].operations))
                 elif req in outcome.held:
-                    out.append(RequirementVerdict(req, Verdict.STALE if req in deviations else Verdict.PASS,
-                                                  "checked and held" if req not in deviations else
-                                                  f"listed as a deviation ({deviations[req]}) but held"))
+                    out.append(held(req, "held"))
                 else:
                     out.append(RequirementVerdict(req, Verdict.INDETERMINATE,
                                                   f"not decided: the test stopped at {outcome.requirement}"))
