@@ -14,6 +14,7 @@ patterns the suite allows:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import itertools
 import uuid
 from collections.abc import Iterable, Iterator
@@ -159,14 +160,34 @@ class Harness:
 
     # -- target control ---------------------------------------------------------------------
 
-    def restart_broker(self) -> None:
+    def restart_broker(self, *, crash: bool = False) -> None:
+        """Restart the target; ``crash=True`` simulates a power loss (unsynced writes are lost)."""
         self.require(Capability.BROKER_RESTART)
         restart = getattr(self.adapter, "restart_broker", None)
         if restart is None:
             raise NotSupported(Capability.BROKER_RESTART, self.adapter.name)
+        if crash and "crash" not in inspect.signature(restart).parameters:
+            raise NotSupported(Capability.BROKER_RESTART, f"{self.adapter.name} cannot simulate a power loss")
         for client in self._clients:
             _quiet_close(client)
-        restart()
+        if crash:
+            restart(crash=True)
+        else:
+            restart()
+
+    @contextlib.contextmanager
+    def slow_fsync(self, seconds: float) -> Iterator[None]:
+        """A slow disk for the block: every fsync of the target's journal takes ``seconds`` longer."""
+        self.require(Capability.FAULT_INJECTION)
+        slow = getattr(self.adapter, "slow_fsync", None)
+        if slow is None:
+            raise NotSupported(Capability.FAULT_INJECTION, f"{self.adapter.name} cannot slow its disk")
+        slow(seconds)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                slow(0.0)
 
     @property
     def faults(self) -> Any:

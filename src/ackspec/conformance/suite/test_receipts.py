@@ -100,3 +100,29 @@ def test_receipted_persistent_send_survives_restart(harness: Harness) -> None:
     checks.check(sorted(found) == sorted(set(found)), "JMS-7.7-PERSISTENT-ONCE-AND-ONLY-ONCE",
                  f"delivered more than once after the restart: {found}")
     checks.done()
+
+
+@requirement("STOMP-RECEIPT-PERSISTENT-DURABLE", "JMS-7.7-PERSISTENT-ONCE-AND-ONLY-ONCE")
+def test_receipted_persistent_send_survives_power_loss(harness: Harness) -> None:
+    """A receipt for a persistent SEND means it is on disk: a power loss right after it loses nothing.
+
+    The disk is made slow (each fsync takes longer) so that a broker answering before its fsync
+    is still waiting for it when the power goes: only a crash restart, which keeps just what an
+    fsync covered, can tell such a broker from a correct one.
+    """
+    harness.require(Capability.RECEIPTS, Capability.PERSISTENCE, Capability.BROKER_RESTART,
+                    Capability.FAULT_INJECTION)
+    q = harness.queue()
+    p = harness.client("producer")
+    with harness.slow_fsync(0.4):
+        harness.send_seq(p, q, range(2), persistent=True)
+        harness.restart_broker(crash=True)
+    after = harness.client("after-crash")
+    sub = after.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    found = seqs(harness.barrier(after, q, after, sub, ack_each=True))
+    checks = Checks()
+    checks.check(set(found) >= {0, 1}, "STOMP-RECEIPT-PERSISTENT-DURABLE",
+                 f"receipted persistent messages lost in a power loss: {sorted({0, 1} - set(found))}")
+    checks.check(sorted(found) == sorted(set(found)), "JMS-7.7-PERSISTENT-ONCE-AND-ONLY-ONCE",
+                 f"delivered more than once after the power loss: {found}")
+    checks.done()
