@@ -12,14 +12,18 @@ failure shrinks to the minimal sequence of steps, printed with the seed and the
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.errors import Flaky
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
-from ackspec.adapters.base import AckMode, Capability, Client, Delivery
+from ackspec.adapters.base import AckMode, Capability, Client, Delivery, Indeterminate
 from ackspec.conformance.config import hypothesis_settings
 from ackspec.conformance.harness import SENTINEL_HEADER, Harness
 from ackspec.conformance.model import QueueModel
@@ -39,6 +43,8 @@ class QueueMachine(RuleBasedStateMachine):
     """Operations on one queue; the model judges every observation."""
 
     harness: Harness  # set by the test before the machine runs
+    violations: ClassVar[list[RequirementViolation]] = []
+    """Every violation any example raised, in order: kept in case hypothesis cannot replay it."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -61,13 +67,26 @@ class QueueMachine(RuleBasedStateMachine):
     def _ops(self) -> tuple[int, ...]:
         return tuple(self.harness.last_ops(2))
 
+    def _judge(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call a model oracle, remembering a violation before it propagates."""
+        try:
+            return fn(*args)
+        except RequirementViolation as violation:
+            type(self).violations.append(violation)
+            raise
+
+    def _violation(self, requirement: str, message: str, ops: tuple[int, ...] = ()) -> RequirementViolation:
+        violation = RequirementViolation(requirement, message, ops)
+        type(self).violations.append(violation)
+        return violation
+
     def _receive_one(self) -> None:
         assert self.consumer is not None and self.sub is not None
         d = self.consumer.receive(self.sub)
         if d is None:
-            raise RequirementViolation("JMS-9.1-QUEUE-PERSISTENT-RELIABLE",
-                                       "a message the model says is deliverable did not arrive", self._ops())
-        self.model.delivered(self.sub, d.seq, d.body, d.redelivered, d.delivery_count, self._ops())
+            raise self._violation("JMS-9.1-QUEUE-PERSISTENT-RELIABLE",
+                                  "a message the model says is deliverable did not arrive", self._ops())
+        self._judge(self.model.delivered, self.sub, d.seq, d.body, d.redelivered, d.delivery_count, self._ops())
         if d.seq is not None:
             self.deliveries[d.seq] = d
 
@@ -115,12 +134,14 @@ class QueueMachine(RuleBasedStateMachine):
         for _ in range(min(n, self.model.available(self.sub, self.prefetch))):
             self._receive_one()
 
-    @precondition(lambda self: self.consumer is not None and bool(self.model.held(self.sub or "")))
+    # Preconditions depend only on the machine's own steps, never on what the broker delivered: a faulty
+    # broker must not change which rules exist, or hypothesis cannot replay and shrink its failure.
+    @precondition(lambda self: self.consumer is not None)
     @rule(pick=st.integers(0, 10))
     def ack(self, pick: int) -> None:
         self._settle(pick, nack=False)
 
-    @precondition(lambda self: self.nacks and self.consumer is not None and bool(self.model.held(self.sub or "")))
+    @precondition(lambda self: self.nacks and self.consumer is not None)
     @rule(pick=st.integers(0, 10))
     def nack(self, pick: int) -> None:
         self._settle(pick, nack=True)
@@ -128,6 +149,8 @@ class QueueMachine(RuleBasedStateMachine):
     def _settle(self, pick: int, *, nack: bool) -> None:
         assert self.consumer is not None and self.sub is not None
         held = self.model.held(self.sub)
+        if not held:
+            return
         seq = held[pick % len(held)]
         delivery = self.deliveries.get(seq)
         if delivery is None:
@@ -139,11 +162,13 @@ class QueueMachine(RuleBasedStateMachine):
             self.consumer.ack(delivery)
             self.model.acked(self.sub, seq)
 
-    @precondition(lambda self: self.tx_acks and self.consumer is not None and bool(self.model.held(self.sub or "")))
+    @precondition(lambda self: self.tx_acks and self.consumer is not None)
     @rule(commit=st.booleans())
     def ack_all_in_transaction(self, commit: bool) -> None:
         assert self.consumer is not None and self.sub is not None
         held = self.model.held(self.sub)
+        if not held:
+            return
         tx = self.consumer.begin(f"tx{next(self.tx_ids)}")
         for seq in held:
             self.consumer.ack(self.deliveries[seq], transaction=tx)
@@ -168,7 +193,9 @@ class QueueMachine(RuleBasedStateMachine):
         if crash:
             self.consumer.crash()
         else:
-            self.consumer.disconnect()
+            # every ACK was receipted; a DISCONNECT receipt lost with the connection ends it all the same
+            with contextlib.suppress(Indeterminate):
+                self.consumer.disconnect()
         self.model.closed(self.sub)
         self.consumer, self.sub = None, None
 
@@ -183,14 +210,15 @@ class QueueMachine(RuleBasedStateMachine):
         while True:
             d = drain.receive(sub)
             if d is None:
-                raise RequirementViolation("JMS-9.1-QUEUE-PERSISTENT-RELIABLE", "drain: the sentinel never arrived")
+                raise self._violation("JMS-9.1-QUEUE-PERSISTENT-RELIABLE", "drain: the sentinel never arrived")
             if d.headers.get(SENTINEL_HEADER) == token:
                 break
             if d.headers.get(SENTINEL_HEADER) is None:
-                self.model.delivered(sub, d.seq, d.body, d.redelivered, d.delivery_count, self._ops())
-        self.model.final(self._ops())
-        drain.disconnect()
-        self.producer.disconnect()
+                self._judge(self.model.delivered, sub, d.seq, d.body, d.redelivered, d.delivery_count, self._ops())
+        self._judge(self.model.final, self._ops())
+        for client in (drain, self.producer):  # clean-up: the verdict is already decided
+            with contextlib.suppress(Indeterminate):
+                client.disconnect()
 
 
 @requirement(*MODEL_REQUIREMENTS)
@@ -198,7 +226,19 @@ def test_queue_state_machine(harness: Harness) -> None:
     """Random operation sequences on a queue obey the model of the ack/nack/transaction rules."""
     harness.require(Capability.QUEUES, Capability.ACK_CLIENT, Capability.ACK_CLIENT_INDIVIDUAL, Capability.RECEIPTS)
     QueueMachine.harness = harness
-    run_state_machine_as_test(QueueMachine, settings=hypothesis_settings(stateful_steps=12))
+    QueueMachine.violations = []
+    try:
+        run_state_machine_as_test(QueueMachine, settings=hypothesis_settings(stateful_steps=12))
+    except Flaky as exc:
+        # The target did not behave the same when hypothesis replayed the failing steps (a broker that
+        # loses or duplicates now and then). The violation it first showed is still a failure of that
+        # requirement: report it with its operations (the history has every step), not as a suite error.
+        if not QueueMachine.violations:
+            raise
+        first = QueueMachine.violations[0]
+        raise RequirementViolation(first.requirement, f"{str(first).partition(': ')[2]} (not reproducible on "
+                                   f"replay, so not shrunk: {type(exc).__name__}; see the history)",
+                                   first.operations) from exc
 
 
 @requirement("STOMP-TX-COMMIT-ATOMIC", "STOMP-TX-ABORT-DISCARDS-SENDS", "JMS-6.2.9.1-PER-PRODUCER-ORDER")
