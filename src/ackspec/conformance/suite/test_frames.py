@@ -156,6 +156,21 @@ def test_undefined_escape_is_fatal(harness: Harness) -> None:
     checks.done()
 
 
+@requirement("STOMP-SUBSCRIBE-ID-REQUIRED", "STOMP-ERROR-RECEIPT-ID")
+def test_subscribe_without_id(harness: Harness) -> None:
+    q = harness.queue()
+    raw = harness.raw_connected()
+    raw.send(frame("SUBSCRIBE", {"destination": q, "receipt": "r-noid"}))
+    reply = raw.read_frame()
+    checks = Checks()
+    checks.check(reply is not None and reply.command == "ERROR", "STOMP-SUBSCRIBE-ID-REQUIRED",
+                 f"SUBSCRIBE without id got {reply.command if reply else 'nothing'}, expected ERROR")
+    if reply is not None and reply.command == "ERROR":
+        checks.check(reply.headers.get("receipt-id") == "r-noid", "STOMP-ERROR-RECEIPT-ID",
+                     f"ERROR has receipt-id {reply.headers.get('receipt-id')!r}, expected 'r-noid'")
+    checks.done()
+
+
 @requirement("STOMP-SUBSCRIBE-ID-UNIQUE")
 def test_duplicate_subscription_id(harness: Harness) -> None:
     q = harness.queue()
