@@ -124,8 +124,7 @@ def check_parquet(path: Path) -> None:
             column = metadata.schema.names.index("v")
             for group in range(metadata.num_row_groups):
                 stats = metadata.row_group(group).column(column).statistics
-                if stats is not None and stats.has_min_max and SCHEMA_VERSION != stats.min or (
-                        stats is not None and stats.has_min_max and stats.max != SCHEMA_VERSION):
+                if stats is not None and stats.has_min_max and (stats.min, stats.max) != (SCHEMA_VERSION,) * 2:
                     bad = stats.max if stats.max != SCHEMA_VERSION else stats.min
                     raise AckspecError(
                         f"{file}: history schema version {bad} is not supported (expected {SCHEMA_VERSION})")
