@@ -83,6 +83,10 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
+    if isinstance(value, int):  # proton's int32/uint/ulong... print as 'int32(5)': keep the number only
+        return str(int(value))
+    if isinstance(value, float):  # float32 likewise
+        return str(float(value))
     return str(value)
 
 
