@@ -80,7 +80,8 @@ class ShimServer:
             return None if received is None else asdict(received)
         if op in {"open", "session", "producer", "touch_message", "message_id", "set_publish_event_listener",
                   "set_send_ack_handler", "consumer", "acknowledge", "recover", "commit", "rollback",
-                  "close_producer", "close_session", "close", "crash"}:
+                  "close_producer", "close_session", "close_consumer", "set_listener_action", "release_listeners",
+                  "close", "crash"}:
             return getattr(cut, op)(**args)
         raise CutError("UnknownOperation", f"unknown op {op!r}")
 

@@ -175,6 +175,29 @@ class Env:
             session.close()
         return out
 
+    def contents(self, destination: str, timeout: float = TIMEOUT) -> list[bytes]:
+        """Bodies left on a queue, read without waiting for absence: a marker is sent behind them on
+        the observer connection (a confirmed send), then messages are read up to the marker."""
+        marker = f"ackspec-marker-{uuid.uuid4().hex}".encode()
+        if self._observer is None:
+            conn = ConnectionFactory(self.broker.stomp_url).create_connection()
+            conn.start()
+            self._observer = conn
+        session = self._observer.create_session(False, 1)
+        try:
+            session.create_producer().send(session.create_message(marker), destination)
+            consumer = session.create_consumer(destination)
+            out: list[bytes] = []
+            while True:
+                message = consumer.receive(timeout)
+                if message is None:
+                    raise AssertionError(f"the marker sent to {destination} did not come back")
+                if message.body == marker:
+                    return out
+                out.append(message.body)
+        finally:
+            session.close()
+
     def close(self) -> None:
         if self._observer is not None:
             self._observer.close()

@@ -56,6 +56,7 @@ class ClientFeature(StrEnum):
     RECOVER = "recover"
     SELECTOR = "selector"
     PREFETCH = "prefetch"
+    CLOSE_CONSUMER = "close-consumer"  # MessageConsumer.close (ends a blocked receive, waits for a listener)
 
 
 class CutError(Exception):

@@ -1,9 +1,9 @@
 """Closing from inside listeners, closing consumers, NACK discipline, and a commit the broker fails.
 
 Acknowledgement is checked at the broker with a *marker* message instead of waiting for
-something not to arrive: after the client under test is gone, a marker is sent to the
-same queue and an observer reads one message. A message the client failed to acknowledge
-is back in the queue ahead of the marker, so the observer reads it instead of the marker.
+something not to arrive (:meth:`Env.contents`): after the client under test is done, a
+marker is sent to the same queue and an observer reads up to it. A message the client
+failed to acknowledge is back in the queue ahead of the marker.
 """
 
 from __future__ import annotations
@@ -23,12 +23,10 @@ AUTO, CLIENT = 1, 2
 MARKER = b"marker"
 
 
-def next_on_queue(make_cut: MakeCut, env: Env, q: str) -> bytes | None:
-    """Send the marker and return the body an observer reads first from ``q`` (see the module docstring)."""
-    feeder = make_cut()
-    feeder.sync_send(feeder.producer(feeder.session()), q, MARKER, persistent=True)
-    got = env.drain(q, 1)
-    return got[0].body if got else None
+def next_on_queue(make_cut: MakeCut, env: Env, q: str) -> bytes:
+    """What an observer reads first from ``q``: a message left behind, else :data:`MARKER`."""
+    left = env.contents(q)
+    return left[0] if left else MARKER
 
 
 def listener_result(cut: ClientUnderTest, action: str) -> str:
@@ -74,7 +72,7 @@ def test_client_ack_after_consumer_close(make_cut: MakeCut, env: Env) -> None:
     q = env.queue()
     fill(make_cut, q, 1)
     cut = make_cut()
-    cut.require(ClientFeature.ACK_MODES)
+    cut.require(ClientFeature.ACK_MODES, ClientFeature.CLOSE_CONSUMER)
     s = cut.session(ack_mode=CLIENT)
     c = cut.consumer(s, q)
     message = cut.receive(c, TIMEOUT)
@@ -90,7 +88,7 @@ def test_commit_after_consumer_close(make_cut: MakeCut, env: Env) -> None:
     q = env.queue()
     fill(make_cut, q, 1)
     cut = make_cut()
-    cut.require(ClientFeature.TRANSACTIONS)
+    cut.require(ClientFeature.TRANSACTIONS, ClientFeature.CLOSE_CONSUMER)
     s = cut.session(transacted=True)
     c = cut.consumer(s, q)
     assert cut.receive(c, TIMEOUT) is not None
@@ -104,8 +102,9 @@ def test_commit_after_consumer_close(make_cut: MakeCut, env: Env) -> None:
 def test_close_ends_a_blocked_receive(make_cut: MakeCut, env: Env) -> None:
     q = env.queue()
     cut = make_cut()
+    cut.require(ClientFeature.CLOSE_CONSUMER)  # before a receive blocks on another thread
     c = cut.consumer(cut.session(), q)
-    receiving = env.background(lambda: cut.receive(c, 60.0))
+    receiving = env.background(lambda: cut.receive(c, 2 * TIMEOUT))
     assert receiving.wait_parked(TIMEOUT), "receive neither returned nor waited"
     assert not receiving.done, "receive on an empty queue returned at once"
     closing = env.background(lambda: cut.close_consumer(c))
@@ -118,7 +117,7 @@ def test_close_ends_a_blocked_receive(make_cut: MakeCut, env: Env) -> None:
 def test_close_waits_for_a_running_listener(make_cut: MakeCut, env: Env) -> None:
     q = env.queue()
     cut = make_cut()
-    cut.require(ClientFeature.LISTENER)
+    cut.require(ClientFeature.LISTENER, ClientFeature.CLOSE_CONSUMER)
     cut.set_listener_action("block")
     c = cut.consumer(cut.session(), q, listener=True)
     fill(make_cut, q, 1)
