@@ -12,6 +12,7 @@ blob next to the shrunk operations.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 DEFAULT_EXAMPLES = 8
 DEFAULT_SEED = 0
 DEFAULT_TIMEOUT = 5.0
+NO_SHRINK_ENV = "ACKSPEC_NO_SHRINK"
+"""Set (to anything) to skip hypothesis' shrinking: the suite's own quality checks only need the verdict."""
 
 
 @dataclass
@@ -35,9 +38,11 @@ CURRENT = SuiteConfig()
 
 def hypothesis_settings(*, examples: int | None = None, stateful_steps: int | None = None) -> HypothesisSettings:
     """Bounded, reproducible hypothesis settings for a suite test (``examples`` scales with --examples)."""
-    from hypothesis import HealthCheck, settings  # noqa: PLC0415
+    from hypothesis import HealthCheck, Phase, settings  # noqa: PLC0415
 
     kwargs: dict[str, Any] = {}
+    if os.environ.get(NO_SHRINK_ENV):
+        kwargs["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
     if stateful_steps is not None:
         kwargs["stateful_step_count"] = stateful_steps
     base = examples if examples is not None else CURRENT.examples
