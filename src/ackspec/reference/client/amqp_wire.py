@@ -328,13 +328,7 @@ class AmqpWire:
         link.advance()
         tag = str(dlv.tag)
         if receipt is None:
-            if txn is None:
-                dlv.settle()
-                return
-            # a pre-settled transfer sent before the link has credit loses its transactional-state in
-            # proton's engine; send it unsettled and settle it when the broker answers
-            self._tokens[link.name, tag] = ""
-            self._sender_tokens[link.name][tag] = dlv
+            dlv.settle()  # pre-settled (also in a transaction: the discharge decides)
             return
         self._tokens[link.name, tag] = receipt
         self._sender_tokens[link.name][tag] = dlv
