@@ -130,3 +130,17 @@ def test_tx_unknown_transaction_is_an_error(harness: Harness) -> None:
     reply = raw.read_frame()
     check(reply is not None and reply.command == "ERROR", "STOMP-TX-UNKNOWN-ERROR",
           f"COMMIT of an unknown transaction got {reply.command if reply else 'nothing'}, expected ERROR")
+
+
+@requirement("STOMP-TX-BEGIN-ID-REQUIRED")
+def test_tx_begin_of_an_open_transaction_is_an_error(harness: Harness) -> None:
+    harness.require(Capability.TRANSACTIONS)
+    raw = harness.raw_connected()
+    raw.send(frame("BEGIN", {"transaction": "ackspec-tx-twice", "receipt": "r-begin-1"}))
+    first = raw.read_frame()
+    raw.send(frame("BEGIN", {"transaction": "ackspec-tx-twice", "receipt": "r-begin-2"}))
+    second = raw.read_frame()
+    check(first is not None and first.command == "RECEIPT" and second is not None and second.command == "ERROR",
+          "STOMP-TX-BEGIN-ID-REQUIRED",
+          f"BEGIN of an open transaction id got {second.command if second else 'nothing'} "
+          f"(first BEGIN: {first.command if first else 'nothing'}), expected ERROR")
