@@ -165,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         raise AckspecError(f"the suite could not run: {detail}")
     results = RunResults.read(results_path)
     _print_table(console, results)
+    _note_unexercised(console, results)
     bad = [t for t in results.tests if is_failure(t.verdict, strict=args.strict)]
     errors = [t for t in results.tests if t.verdict is Verdict.ERROR]
     if not args.no_report:
@@ -227,6 +228,35 @@ def _print_table(console: Any, results: RunResults) -> None:
         console.print(f"[bold red]MUST failures ({len(must)}):[/] {', '.join(must)}")
     if should:
         console.print(f"[red]SHOULD/other failures ({len(should)}):[/] {', '.join(should)}")
+
+
+def unexercised_deviations(results: RunResults) -> list[str]:
+    """Deviations of the run's profile that no test of this run showed, confirmed stale or ran at all.
+
+    A documented deviation whose requirement was only not-applicable (or not run) is not evidence
+    either way: listed so that profiles do not keep deviations no run can confirm.
+    """
+    from ackspec.conformance.target import ProfileError, deviations_of, load_profile  # noqa: PLC0415
+
+    name = results.target.profile
+    if not name:
+        return []
+    try:
+        deviations = deviations_of(load_profile(name))
+    except ProfileError:
+        return []
+    shown = {t.requirement for t in results.tests
+             if t.verdict in (Verdict.DEVIATION, Verdict.STALE)
+             or (t.verdict is Verdict.PASS and (t.message or "").startswith("intermittent deviation"))}
+    protocol = results.target.protocol or ""
+    return sorted({d.requirement for d in deviations
+                   if d.requirement not in shown and (not d.protocols or not protocol or protocol in d.protocols)})
+
+
+def _note_unexercised(console: Any, results: RunResults) -> None:
+    missing = unexercised_deviations(results)
+    if missing:
+        console.print(f"[yellow]profile deviations this run did not exercise ({len(missing)}):[/] {', '.join(missing)}")
 
 
 def _report(console: Any, out: Path) -> None:
