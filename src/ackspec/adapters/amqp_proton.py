@@ -218,6 +218,7 @@ class Wire:
             sasl.allowed_mechs("ANONYMOUS")
         self.transport.bind(self.conn)
         self.closed = False  # socket gone (EOF, error or crash)
+        self.output_done = False  # proton wrote its last frame (our close): read on until the peer's close
         self.error: str | None = None
 
     # -- pumping ------------------------------------------------------------------
@@ -226,8 +227,14 @@ class Wire:
         while not self.closed:
             pending = self.transport.pending()
             if pending <= 0:
-                if pending < 0:
-                    self._lost("transport closed for output")
+                if pending < 0 and not self.output_done:
+                    self.output_done = True
+                    if self.transport.condition is not None or self.conn.state & Endpoint.REMOTE_CLOSED:
+                        self._lost("transport closed for output")
+                    # else: our own close frame is written. The socket stays open for reading until the
+                    # peer's close (or EOF): closing it now, with the peer's frames unread, makes the
+                    # kernel send a reset, and a broker may then drop frames it had not processed yet
+                    # (RabbitMQ 3.10 lost dispositions written just before our close).
                 return
             data = self.transport.peek(pending)
             if not data:
@@ -999,7 +1006,9 @@ class ProtonClient(Client):
             return
         with contextlib.suppress(Exception):
             self.wire.conn.close()
-            self.wire.flush()
+            # a short wait for the peer's close: closing the socket on unread frames resets the connection
+            self.wire.wait(lambda: bool(self.wire.conn.state & Endpoint.REMOTE_CLOSED) or self.wire.closed,
+                           min(self.timeout, 1.0), "the peer's close")
         self.wire._lost("closed by clean-up")
 
 
