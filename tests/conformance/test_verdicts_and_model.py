@@ -19,6 +19,26 @@ def test_pass_and_stale() -> None:
     assert verdicts(["A", "B"], None, {"B": "known"}) == {"A": Verdict.PASS, "B": Verdict.STALE}
 
 
+def test_intermittent_deviation_that_did_not_show_passes() -> None:
+    got = decide(["A", "B"], classify(None), {"A": "known", "B": "sometimes"}, frozenset({"B"}))
+    assert {v.requirement: v.verdict for v in got} == {"A": Verdict.STALE, "B": Verdict.PASS}
+    assert "intermittent" in got[1].message
+    checks = Checks()
+    checks.check(True, "B", "held")
+    checks.check(False, "C", "broken")
+    with pytest.raises(RequirementViolations) as info:
+        checks.done()
+    held = decide(["B", "C"], classify(info.value), {"B": "sometimes", "C": "known"}, frozenset({"B"}))
+    assert {v.requirement: v.verdict for v in held} == {"B": Verdict.PASS, "C": Verdict.DEVIATION}
+
+
+def test_violation_inside_a_hypothesis_flaky_group_is_a_fail() -> None:
+    from hypothesis.errors import FlakyFailure  # noqa: PLC0415
+
+    group = FlakyFailure("not reproducible", [RequirementViolation("A", "lost")])
+    assert verdicts(["A"], group) == {"A": Verdict.FAIL}
+
+
 def test_violation_charges_the_named_requirement() -> None:
     got = verdicts(["A", "B"], RequirementViolation("B", "broken"), {})
     assert got == {"A": Verdict.INDETERMINATE, "B": Verdict.FAIL}
