@@ -26,7 +26,7 @@ class Raw:
         self.sock = socket.create_connection(b.stomp_address, timeout=5)
         self.parser = FrameParser()
         self.pending: list[Frame] = []
-        self.send("CONNECT", **{"accept-version": "1.2", "host": "/"})
+        self.send("CONNECT", b"", **{"accept-version": "1.2", "host": "/"})
         assert self.recv().command == "CONNECTED"
 
     def send(self, command: str, body: bytes = b"", **headers: str) -> None:
