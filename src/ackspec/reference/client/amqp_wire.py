@@ -202,8 +202,12 @@ class AmqpWire:
 
     # -- wire verbs (application threads) -----------------------------------------------------
 
+    def pump_until(self, done: Callable[[], bool], timeout: float) -> bool:
+        """The I/O thread does all reading here (proton's engine is not thread-safe)."""
+        return done()
+
     def send(self, destination: str, body: bytes, headers: Mapping[str, str], *, persistent: bool,
-             receipt: str | None, transaction: str | None) -> None:
+             receipt: str | None, transaction: str | None, flush: bool = True) -> None:
         msg = Message()
         msg.inferred = True
         msg.body = bytes(body)

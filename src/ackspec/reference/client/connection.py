@@ -270,8 +270,10 @@ class Connection:
                 if listener is not None:
                     message._set_in_flight(True)
             try:
+                # coalesce frames nobody blocks on and whose receipt confirms them (one write per burst)
                 self._wire.send(destination, body, headers, persistent=persistent,
-                                receipt=send.token if wants_receipt else None, transaction=transaction)
+                                receipt=send.token if wants_receipt else None, transaction=transaction,
+                                flush=kind is SendKind.BLOCKING or not wants_receipt)
             except JMSError:
                 with self._cond:
                     if listener is not None:
@@ -288,6 +290,7 @@ class Connection:
         return send
 
     def _await_blocking(self, send: PendingSend) -> None:
+        self._wire.pump_until(lambda: send.released, self.options.send_timeout)  # read the receipt here
         with self._cond:
             ok = self._cond.wait_for(lambda: send.released, self.options.send_timeout)
             if not ok:
@@ -308,6 +311,7 @@ class Connection:
             self._check_open() if not self._closed else None
             self._control[token] = wait
         write()
+        self._wire.pump_until(lambda: wait.done, timeout or self.options.send_timeout)
         with self._cond:
             ok = self._cond.wait_for(lambda: wait.done, timeout or self.options.send_timeout)
             self._control.pop(token, None)

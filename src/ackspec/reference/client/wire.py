@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import select
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from ackspec.reference.client.errors import ConnectionLostError, JMSError
 from ackspec.reference.stomp import Frame, FrameParser, StompProtocolError, encode
@@ -47,7 +49,11 @@ class WireEvents(Protocol):
 
 class Wire(Protocol):
     def send(self, destination: str, body: bytes, headers: Mapping[str, str], *, persistent: bool,
-             receipt: str | None, transaction: str | None) -> None: ...
+             receipt: str | None, transaction: str | None, flush: bool = True) -> None:
+        """``flush=False``: the frame may wait in an output buffer briefly (nobody blocks on it)."""
+
+    def pump_until(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Optionally do the reading on the calling thread until ``done()``; returns ``done()``."""
 
     def subscribe(self, sub_id: str, destination: str, *, individual: bool, prefetch: int,
                   selector: str | None) -> None: ...
@@ -72,7 +78,18 @@ class Wire(Protocol):
 
 
 class StompWire:
-    """STOMP 1.2 over a TCP socket, with one reader thread."""
+    """STOMP 1.2 over a TCP socket: one reader thread, coalesced writes, and a sender that reads itself.
+
+    Two latency/throughput measures (benchmarks/rtt_bench.py, docs/rtt-benchmark.md):
+
+    * **Coalesced writes.** Frames that nobody waits for (``send(..., flush=False)``: fire-and-
+      forget, windowed and asynchronous sends) are appended to an output buffer; the reader
+      thread, poked once per burst, writes everything buffered with one ``sendall``. Any other
+      frame flushes the buffer and itself at once, so the wire order is always the call order.
+    * **The waiting sender reads.** A thread that waits for a receipt (:meth:`pump_until`) takes
+      over the socket from the reader thread and parses the answer itself, so a blocking round
+      trip costs one thread wake-up in the client instead of two (reader, then sender).
+    """
 
     def __init__(self, host: str, port: int, events: WireEvents, *, login: str | None, passcode: str | None,
                  connect_timeout: float = 10.0, tick: float = 0.02,
@@ -81,13 +98,22 @@ class StompWire:
         self._tick = tick
         self._next_deadline = wakeup
         self._write_lock = threading.Lock()
+        self._out: list[bytes] = []
+        self._flush_poked = False
+        self._io_lock = threading.Lock()  # held by whoever selects/reads/parses (reader thread or a pumper)
+        self._pump_cond = threading.Condition()
+        self._pumpers = 0
         self._closed = False
         self._lost = False
+        self._ended: tuple[str, str | None] | None = None  # (error, receipt id) once the peer is gone
         try:
             self._sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as exc:
             raise JMSError(f"cannot connect to {host}:{port}: {exc}") from exc
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         self._parser = FrameParser()
         headers = {"accept-version": "1.2", "host": host, "heart-beat": "0,0"}
         if login is not None:
@@ -119,18 +145,41 @@ class StompWire:
 
     # -- writing ------------------------------------------------------------------------
 
-    def _write(self, frame: Frame) -> None:
+    def _poke(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    def _write(self, frame: Frame, *, flush: bool = True) -> None:
         data = encode(frame, content_length=bool(frame.body))
+        poke = False
         with self._write_lock:
             if self._lost or self._closed:
                 raise ConnectionLostError("the connection is closed")
-            try:
-                self._sock.sendall(data)
-            except OSError as exc:
-                raise ConnectionLostError(f"write failed: {exc}") from exc
+            self._out.append(data)
+            if flush:
+                self._flush_locked()
+            elif not self._flush_poked:
+                self._flush_poked = poke = True
+        if poke:
+            self._poke()
+
+    def _flush_locked(self) -> None:
+        out, self._out = self._out, []
+        self._flush_poked = False
+        if not out:
+            return
+        try:
+            self._sock.sendall(out[0] if len(out) == 1 else b"".join(out))
+        except OSError as exc:
+            raise ConnectionLostError(f"write failed: {exc}") from exc
+
+    def flush(self) -> None:
+        with self._write_lock:
+            if not (self._lost or self._closed):
+                self._flush_locked()
 
     def send(self, destination: str, body: bytes, headers: Mapping[str, str], *, persistent: bool,
-             receipt: str | None, transaction: str | None) -> None:
+             receipt: str | None, transaction: str | None, flush: bool = True) -> None:
         pairs: list[tuple[str, str]] = [("destination", destination), ("persistent", "true" if persistent else "false")]
         if receipt is not None:
             pairs.append(("receipt", receipt))
@@ -138,7 +187,7 @@ class StompWire:
             pairs.append(("transaction", transaction))
         pairs.extend((k, v) for k, v in headers.items() if k not in {"destination", "receipt", "transaction",
                                                                       "persistent", "content-length"})
-        self._write(Frame("SEND", tuple(pairs), body))
+        self._write(Frame("SEND", tuple(pairs), body), flush=flush)
 
     def subscribe(self, sub_id: str, destination: str, *, individual: bool, prefetch: int,
                   selector: str | None) -> None:
@@ -161,7 +210,7 @@ class StompWire:
             if receipt is not None and i == len(ack_ids) - 1:
                 pairs.append(("receipt", receipt))
             pairs.extend((extra or {}).items())
-            self._write(Frame(command, tuple(pairs)))
+            self._write(Frame(command, tuple(pairs)), flush=i == len(ack_ids) - 1)
 
     def ack(self, ack_ids: Sequence[str], *, transaction: str | None, receipt: str | None,
             extra: Mapping[str, str] | None = None) -> None:
@@ -187,10 +236,18 @@ class StompWire:
         self._closed = True
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(OSError):
-            self._sock.close()
+        self._poke()
+        with self._pump_cond:
+            self._pump_cond.notify_all()
         if threading.current_thread() is not self._reader:
             self._reader.join(timeout=5)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        if not self._reader.is_alive():
+            for fd in (self._wake_r, self._wake_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._wake_r = self._wake_w = -1
 
     def crash(self) -> None:
         """Abrupt close without DISCONNECT (tests of indeterminate outcomes)."""
@@ -202,46 +259,100 @@ class StompWire:
         deadline = self._next_deadline() if self._next_deadline else None
         return self._tick if deadline is None else max(0.0, min(self._tick, deadline))
 
-    def _read_loop(self) -> None:
-        error = "connection closed by the broker"
-        receipt_id: str | None = None
+    def pump_until(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Read and dispatch on the calling thread until ``done()`` (a blocking send's receipt).
+
+        The reader thread steps aside meanwhile. Returns ``done()``; the caller still waits on
+        its own condition, so this only shortens the path, it decides nothing."""
+        if threading.current_thread() is self._reader:
+            return done()
+        deadline = time.monotonic() + timeout
+        with self._pump_cond:
+            self._pumpers += 1
+        self._poke()  # the reader thread leaves select() and lets us read
         try:
-            while not self._closed:
-                ready, _, _ = select.select([self._sock], [], [], self._timeout())
-                self._events.on_tick()
-                if not ready:
-                    continue
-                data = self._sock.recv(65536)
-                if not data:
-                    break
-                for item in self._parser.feed(data):
-                    if not isinstance(item, Frame):
-                        continue
-                    if item.command == "RECEIPT":
-                        token = item.get("receipt-id") or ""
-                        if item.get(REJECTED_OUTCOME_HEADER) == "rejected" or item.get(NACK_HEADER) == "true":
-                            self._events.on_rejected(token, item.get("message") or "rejected by the broker")
-                        else:
-                            self._events.on_receipt(token, dict(item.headers))
-                    elif item.command == "MESSAGE":
-                        self._events.on_message(item.get("subscription") or "", item.get("ack") or "",
-                                                dict(item.headers), item.body)
-                    elif item.command == "ERROR":
-                        error = item.get("message", "ERROR frame") or "ERROR frame"
-                        detail = item.body.decode(errors="replace").strip()
-                        if detail:
-                            error = f"{error}: {detail[:200]}"
-                        receipt_id = item.get("receipt-id")
+            with self._io_lock:
+                while not done() and self._ended is None and not self._closed:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
                         break
-                else:
-                    continue
-                break
-        except (OSError, ValueError, StompProtocolError) as exc:
-            error = f"{type(exc).__name__}: {exc}"
+                    try:
+                        self._read_once(min(remaining, self._timeout()))
+                    except ConnectionLostError as exc:  # a coalesced write failed
+                        self._ended = self._ended or (str(exc), None)
         finally:
-            self._lost = True
+            with self._pump_cond:
+                self._pumpers -= 1
+                self._pump_cond.notify_all()
+        return done()
+
+    def _read_once(self, timeout: float) -> None:
+        """One select/recv/dispatch step; the caller holds ``_io_lock``. Sets ``_ended`` on loss."""
+        if self._out:
+            self.flush()
+        watched: list[Any] = [self._sock, self._wake_r]
+        try:
+            ready, _, _ = select.select(watched, [], [], 0.0 if self._out else timeout)
+        except (OSError, ValueError) as exc:
+            self._ended = self._ended or (f"{type(exc).__name__}: {exc}", None)
+            return
+        self._events.on_tick()
+        if self._wake_r in ready:
+            with contextlib.suppress(OSError):
+                os.read(self._wake_r, 4096)
+        if self._sock not in ready:
+            return
+        try:
+            data = self._sock.recv(262144)
+        except OSError as exc:
+            self._ended = self._ended or (f"{type(exc).__name__}: {exc}", None)
+            return
+        if not data:
+            self._ended = self._ended or ("connection closed by the broker", None)
+            return
+        try:
+            items = self._parser.feed(data)
+        except (ValueError, StompProtocolError) as exc:
+            self._ended = self._ended or (f"{type(exc).__name__}: {exc}", None)
+            return
+        for item in items:
+            if not isinstance(item, Frame):
+                continue
+            if item.command == "RECEIPT":
+                token = item.get("receipt-id") or ""
+                if item.get(REJECTED_OUTCOME_HEADER) == "rejected" or item.get(NACK_HEADER) == "true":
+                    self._events.on_rejected(token, item.get("message") or "rejected by the broker")
+                else:
+                    self._events.on_receipt(token, dict(item.headers))
+            elif item.command == "MESSAGE":
+                self._events.on_message(item.get("subscription") or "", item.get("ack") or "",
+                                        dict(item.headers), item.body)
+            elif item.command == "ERROR":
+                error = item.get("message", "ERROR frame") or "ERROR frame"
+                detail = item.body.decode(errors="replace").strip()
+                if detail:
+                    error = f"{error}: {detail[:200]}"
+                self._ended = (error, item.get("receipt-id"))
+                return
+
+    def _read_loop(self) -> None:
+        try:
+            while not self._closed and self._ended is None:
+                with self._pump_cond:
+                    self._pump_cond.wait_for(lambda: self._pumpers == 0 or self._closed)
+                with self._io_lock:
+                    if self._closed or self._ended is not None:
+                        break
+                    try:
+                        self._read_once(self._timeout())
+                    except ConnectionLostError as exc:  # a coalesced write failed
+                        self._ended = (str(exc), None)
+        finally:
+            with self._write_lock:
+                self._lost = True
             with contextlib.suppress(OSError):
                 self._sock.close()
+            error, receipt_id = self._ended or ("connection closed by the broker", None)
             self._events.on_lost("connection closed by the client" if self._closed else error, receipt_id)
 
 
