@@ -492,6 +492,11 @@ class ProtonClient(Client):
             raise AdapterError(f"{what}: session ended by the peer: {self.session_error}")
         self.wire.check()
 
+    def _check_session(self, what: str) -> None:
+        if self.session_error is not None:
+            raise AdapterError(f"{what}: session ended by the peer: {self.session_error}")
+        self.wire.check()
+
     def _top_up(self, sub: _Subscription) -> None:
         """Keep held deliveries + outstanding credit == prefetch (credit = prefetch)."""
         if sub.manual:
@@ -551,8 +556,11 @@ class ProtonClient(Client):
         if sub is None:
             raise AdapterError(f"unknown subscription {subscription}")
         sub.link.close()
-        self.wire.wait(lambda: bool(sub.link.state & Endpoint.REMOTE_CLOSED), self.timeout,
-                       f"detach of {subscription}")
+        # the answering detach is the barrier: every transfer sent before it has been read. RabbitMQ 3.10
+        # answers our detach(closed=true) with closed=false (a detach, not a close), so either counts.
+        self.wire.wait(lambda: bool(sub.link.state & Endpoint.REMOTE_CLOSED) or subscription in self._link_errors
+                       or self.session_error is not None, self.timeout, f"detach of {subscription}")
+        self._check_session(f"detach of {subscription}")
         self._by_link.pop(subscription, None)
         self._ended[subscription] = sub
 
