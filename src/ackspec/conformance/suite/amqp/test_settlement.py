@@ -98,16 +98,32 @@ def test_accepted_sends_arrive(harness: Harness) -> None:
     checks.done()
 
 
+@requirement("AMQP-2.7.3-SETTLE-MODE-NEGOTIATION")
+def test_receiver_settle_mode_second_stated_at_attach(harness: Harness) -> None:
+    """Asking for rcv-settle-mode second: the broker grants it or states first at attach, never refuses."""
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    try:
+        sub = c.subscribe(harness.queue(), ack=AckMode.CLIENT_INDIVIDUAL, headers={"amqp-rcv-settle-mode": "second"})
+    except AdapterError as exc:
+        raise RequirementViolation("AMQP-2.7.3-SETTLE-MODE-NEGOTIATION",
+                                   f"asking for rcv-settle-mode second was refused: {exc}") from exc
+    stated = c.link_modes(sub).rcv_settle_remote
+    check(stated in (Link.RCV_FIRST, Link.RCV_SECOND), "AMQP-2.7.3-SETTLE-MODE-NEGOTIATION",
+          f"attach stated rcv-settle-mode {stated}")
+
+
 @requirement("AMQP-2.8.3-RCV-SETTLE-MODES", "AMQP-3.4.2-ACCEPTED-RETIRES")
 def test_receiver_settle_mode_second(harness: Harness) -> None:
+    """Mode second where the broker has it; a broker without it (refused or stated first) is not-applicable
+    here: how it refuses is :func:`test_receiver_settle_mode_second_stated_at_attach`'s business."""
     harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
     c = amqp_client(harness)
     q = harness.queue()
     try:
         sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, headers={"amqp-rcv-settle-mode": "second"})
-    except AdapterError as exc:  # 2.7.3: the broker should state the mode it uses, not refuse the link
-        raise RequirementViolation("AMQP-2.7.3-SETTLE-MODE-NEGOTIATION",
-                                   f"asking for rcv-settle-mode second was refused: {exc}") from exc
+    except AdapterError as exc:
+        raise NotSupported("amqp.rcv-settle-second", f"the broker refused rcv-settle-mode second: {exc}") from exc
     if c.link_modes(sub).rcv_settle_remote != Link.RCV_SECOND:
         raise NotSupported("amqp.rcv-settle-second", "the broker stated rcv-settle-mode first at attach (allowed)")
     harness.send_seq(c, q, range(2))
