@@ -49,6 +49,7 @@ from proton import (
 from proton import Delivery as PnDelivery
 
 from ackspec.reference.amqp.mapping import core_destination, from_core, to_core
+from ackspec.reference.amqp.mutants import FrameRewriter
 from ackspec.reference.amqp.sasl import SaslServer, SaslState
 from ackspec.reference.broker import (
     ACCEPT,
@@ -147,6 +148,10 @@ class AmqpConnection:
         self._sub_ids = itertools.count(1)
         self._handled: set[PnDelivery] = set()
         self._credit: dict[Link, list[int]] = {}  # links we receive on: [credit granted, transfers received]
+        faults = self.core.faults
+        # frame-level mutants (ignore-prefetch, client-as-individual): see mutants.py; no cost otherwise
+        self._rewriter = (FrameRewriter(self._mutant)
+                          if faults is not None and faults.any_mutant else None)
 
     # -- bytes in/out ------------------------------------------------------------------------------
 
@@ -166,6 +171,8 @@ class AmqpConnection:
             data = self.sasl.remainder
             if not data:
                 return
+        if self._rewriter is not None:
+            data = self._rewriter.feed(data)
         # proton takes at most capacity() bytes per push: feed large reads in pieces, handling
         # the events of each piece (credit is still topped up only once, after the whole read)
         view = memoryview(data)
