@@ -1085,9 +1085,19 @@ class ReferenceProtonAdapter(ProtonAdapter):
     def faults(self) -> Any:
         return self.broker.faults
 
-    def restart_broker(self) -> None:
-        """Crash-stop the broker and start it again on its journal (same AMQP port)."""
-        self.broker.restart()
+    def restart_broker(self, *, crash: bool = False) -> None:
+        """Stop the broker (connections dropped) and start it again on its journal (same AMQP port).
+
+        ``crash=True`` is a power loss: journal writes no completed fsync covered are lost.
+        """
+        self.broker.restart(crash=crash)
+
+    def slow_fsync(self, seconds: float) -> None:
+        """Make every journal fsync take ``seconds`` longer (a slow disk) until the next restart or 0."""
+        journal = getattr(getattr(self.broker, "server", None), "journal", None)
+        if journal is None:
+            raise NotSupported(Capability.PERSISTENCE, "the embedded broker has no journal")
+        journal.sync_delay = seconds
 
 
 __all__ = ["ALL_CAPABILITIES", "AmqpOptions", "DrainResult", "LinkModes", "ProtonAdapter", "ProtonClient",
