@@ -8,7 +8,7 @@ import pytest
 from ackspec.adapters.base import AckMode, Capability
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.suite.amqp.support import amqp_client
-from ackspec.conformance.verdicts import Checks
+from ackspec.conformance.verdicts import Checks, check
 
 requirement = pytest.mark.requirement
 
@@ -32,6 +32,24 @@ def test_accepted_durable_messages_survive_restart(harness: Harness) -> None:
                  "messages after the restart lost their durable header")
     checks.check(len(got) == 5, "AMQP-3.2.1-DURABLE-SURVIVES", f"{len(got)} of 5 durable messages after restart")
     checks.done()
+
+
+@requirement("AMQP-3.2.1-ACCEPTED-AFTER-DURABLE")
+def test_accepted_durable_messages_survive_power_loss(harness: Harness) -> None:
+    """``accepted`` for a durable transfer only once it is on disk: a power loss (unsynced journal
+    writes lost) right after the outcome, with a slow disk that makes an early outcome visible."""
+    harness.require(Capability.QUEUES, Capability.PERSISTENCE, Capability.BROKER_RESTART, Capability.RECEIPTS,
+                    Capability.FAULT_INJECTION)
+    c = amqp_client(harness, "producer")
+    q = harness.queue()
+    with harness.slow_fsync(0.4):
+        harness.send_seq(c, q, range(2), persistent=True)  # each waits for accepted
+        harness.restart_broker(crash=True)
+    after = amqp_client(harness, "after-power-loss")
+    sub = after.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    found = seqs(harness.barrier(after, q, after, sub, ack_each=True))
+    check(set(found) >= {0, 1}, "AMQP-3.2.1-ACCEPTED-AFTER-DURABLE",
+          f"accepted durable transfers lost in a power loss: {sorted({0, 1} - set(found))}")
 
 
 @requirement("AMQP-3.2.1-DURABLE-SURVIVES", "AMQP-3.5.2-NO-RESEND-ACCEPTED")
