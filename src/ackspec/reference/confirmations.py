@@ -150,6 +150,11 @@ class ConfirmationProxy:
         """Every frame the broker wrote (before gating)."""
         self.closed_links: list[int] = []
         self.release_log: list[tuple[str, int]] = []
+        self.client_writes: list[tuple[int, float, bool]] = []
+        """(connection, monotonic time, heart-beat only) per chunk a client wrote: heart-beat timing."""
+        self.connected_heart_beat: str | None = None
+        """If set, CONNECTED frames reach the client with this ``heart-beat`` header instead of the
+        broker's, so heart-beat intervals can be chosen per test (the broker keeps its own)."""
         """(receipt id, client frames seen so far) for each gate release: ordering evidence, e.g.
         "the COMMIT was written only after the held SEND receipt was released"."""
         self._links: list[_Link] = []
@@ -293,6 +298,8 @@ class ConfirmationProxy:
             self._gates.clear()
             self._frames_seen.clear()
             self.release_log.clear()
+            self.client_writes.clear()
+            self.connected_heart_beat = None
             self.client_frames.clear()
             self.broker_frames.clear()
 
@@ -369,6 +376,8 @@ class ConfirmationProxy:
             except StompProtocolError:
                 continue  # the broker will answer the malformed input itself
             with self._cond:
+                self.client_writes.append((link.number, time.monotonic(),
+                                           all(isinstance(i, HeartBeat) for i in items) and bool(items)))
                 for item in items:
                     if not isinstance(item, Frame):
                         continue
@@ -405,6 +414,11 @@ class ConfirmationProxy:
             for item in items:
                 if isinstance(item, HeartBeat):
                     out.append(b"\n")
+                    continue
+                if item.command == "CONNECTED" and self.connected_heart_beat is not None:
+                    beat = self.connected_heart_beat
+                    out.append(encode(Frame(item.command, tuple((k, beat if k == "heart-beat" else v)
+                                                                for k, v in item.headers), item.body)))
                     continue
                 if item.command == "RECEIPT":
                     answered = link.asked.pop(item.get("receipt-id") or "", None)

@@ -56,6 +56,7 @@ class ClientFeature(StrEnum):
     RECOVER = "recover"
     SELECTOR = "selector"
     PREFETCH = "prefetch"
+    HEARTBEAT = "heartbeat"  # the open option heart_beat="cx,cy" (STOMP CONNECT heart-beat offer)
     CLOSE_CONSUMER = "close-consumer"  # MessageConsumer.close (ends a blocked receive, waits for a listener)
 
 
@@ -153,7 +154,7 @@ class ClientUnderTest(abc.ABC):
     def open(self, url: str, options: Mapping[str, Any] | None = None) -> None:
         """Connect. ``options``: block_on_durable_send, block_on_non_durable_send, block_on_acknowledge,
         publish_window_size, ack_event_mode, confirmation_window_size, prefetch, optimize_acknowledge,
-        optimize_acknowledge_timeout, maximum_redeliveries (drivers ignore what they lack)."""
+        optimize_acknowledge_timeout, maximum_redeliveries, heart_beat (drivers ignore what they lack)."""
 
     @abc.abstractmethod
     def session(self, *, transacted: bool = False, ack_mode: int = 1) -> str: ...

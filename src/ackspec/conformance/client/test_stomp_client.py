@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from ackspec.conformance.client.conftest import TIMEOUT, Env
-from ackspec.conformance.client.cut import ClientUnderTest
+from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, NotApplicable
 from ackspec.conformance.markers import requirement
 from ackspec.reference.stomp import Frame
 
@@ -71,3 +72,40 @@ def test_headers_escaped_and_binary_bodies_framed(cut: ClientUnderTest, env: Env
     [received] = env.drain(q, 1)
     assert received.body == body, "the body was cut or changed (content-length missing?)"
     assert received.get_property("tricky") == value, "header value not escaped/unescaped correctly"
+
+
+INTERVAL_MS = 40
+MARGIN = 5
+"""A heart-beat gap may be up to MARGIN x the interval: the machine is shared, and STOMP asks
+receivers to allow a margin too. A client that does not heart-beat at all leaves gaps of seconds."""
+
+
+@requirement("STOMP-HEARTBEAT-NEGOTIATION")
+def test_client_heart_beats_at_the_negotiated_interval(make_cut: MakeCut, env: Env) -> None:
+    env._proxy.connected_heart_beat = f"0,{INTERVAL_MS}"  # the server wants a beat every 40 ms
+    cut = make_cut(heart_beat=f"{INTERVAL_MS},0")
+    proxy = env.stomp_proxy  # not applicable to an AMQP client
+    cut.require(ClientFeature.HEARTBEAT)
+    [link] = {n for n, f in proxy.client_frames if f.command in ("CONNECT", "STOMP")}
+    offer = next(f.get("heart-beat") for n, f in proxy.client_frames if n == link)
+    assert offer is not None and re.fullmatch(r"\d+,\d+", offer), f"malformed heart-beat offer {offer!r}"
+
+    def beats() -> list[float]:
+        return [t for n, t, beat in proxy.client_writes if n == link and beat]
+
+    assert proxy.wait(lambda: len(beats()) >= 6, TIMEOUT), "the client sent no heart-beats while idle"
+    times = [t for n, t, _ in proxy.client_writes if n == link]
+    start = times.index(beats()[0])
+    gaps = [b - a for a, b in zip(times[start:], times[start + 1:], strict=False)][:5]
+    assert max(gaps) <= MARGIN * INTERVAL_MS / 1000, f"heart-beat gaps {gaps} exceed the interval"
+
+
+@requirement("STOMP-HEARTBEAT-DEAD-PEER")
+def test_client_drops_a_silent_broker(make_cut: MakeCut, env: Env) -> None:
+    env._proxy.connected_heart_beat = f"{INTERVAL_MS},0"  # the server promises a beat every 40 ms (and sends none)
+    cut = make_cut(heart_beat=f"0,{INTERVAL_MS}")
+    proxy = env.stomp_proxy  # not applicable to an AMQP client
+    cut.require(ClientFeature.HEARTBEAT)
+    [link] = {n for n, f in proxy.client_frames if f.command in ("CONNECT", "STOMP")}
+    if not proxy.wait(lambda: link in proxy.closed_links, TIMEOUT):
+        raise NotApplicable(f"{cut.name} does not treat a silent broker as dead (a MAY rule)")

@@ -138,7 +138,7 @@ class Connection:
                                         block_on_acknowledge=options.block_on_acknowledge)
         else:
             self._wire = StompWire(host, port, self, login=options.login, passcode=options.passcode,
-                                   wakeup=self._next_deadline)
+                                   wakeup=self._next_deadline, heart_beat=options.heart_beat)
 
     # -- public API -------------------------------------------------------------------------------
 

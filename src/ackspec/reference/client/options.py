@@ -20,6 +20,7 @@ option                             default   meaning
 ``maximum_redeliveries``           6         then a POISON ack and the dead-letter queue
 ``send_timeout``                   30.0      seconds a blocking send waits before
                                              raising :class:`SendTimeoutError`
+``heart_beat``                     0,0       STOMP heart-beat offer ``cx,cy`` (ms)
 =================================  ========  ==============================================
 
 URL query parameters may be spelled in snake_case or in the vendors' camelCase
@@ -66,6 +67,8 @@ class ClientOptions:
     login: str | None = None
     passcode: str | None = None
     client_id: str | None = None
+    heart_beat: str = "0,0"
+    """STOMP CONNECT ``heart-beat`` offer ``cx,cy`` in ms: cx = we can send, cy = we want to receive."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.ack_event_mode, AckEventMode):
@@ -79,6 +82,9 @@ class ClientOptions:
             raise JMSError(f"prefetch must be >= 0, got {self.prefetch}")
         if self.optimize_acknowledge and self.prefetch == 0:
             raise JMSError("optimize_acknowledge needs prefetch > 0")
+        parts = str(self.heart_beat).split(",")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise JMSError(f"heart_beat must be 'cx,cy' with integers >= 0 (ms), not {self.heart_beat!r}")
         if self.maximum_redeliveries < -1:
             raise JMSError("maximum_redeliveries must be -1 (unlimited) or >= 0")
 

@@ -93,7 +93,7 @@ class StompWire:
 
     def __init__(self, host: str, port: int, events: WireEvents, *, login: str | None, passcode: str | None,
                  connect_timeout: float = 10.0, tick: float = 0.02,
-                 wakeup: Callable[[], float | None] | None = None) -> None:
+                 wakeup: Callable[[], float | None] | None = None, heart_beat: str = "0,0") -> None:
         self._events = events
         self._tick = tick
         self._next_deadline = wakeup
@@ -115,7 +115,7 @@ class StompWire:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._parser = FrameParser()
-        headers = {"accept-version": "1.2", "host": host, "heart-beat": "0,0"}
+        headers = {"accept-version": "1.2", "host": host, "heart-beat": heart_beat}
         if login is not None:
             headers["login"] = login
         if passcode is not None:
@@ -126,6 +126,8 @@ class StompWire:
             self._sock.close()
             raise JMSError(f"broker refused the connection: {connected.get('message') or connected.command}")
         self.server = connected.get("server") or ""
+        self.send_interval, self.receive_interval = negotiate(heart_beat, connected.get("heart-beat") or "0,0")
+        self._last_write = self._last_read = time.monotonic()
         self._sock.settimeout(None)
         self._reader = threading.Thread(target=self._read_loop, name=f"stomp-reader-{port}", daemon=True)
         self._reader.start()
@@ -172,6 +174,7 @@ class StompWire:
             self._sock.sendall(out[0] if len(out) == 1 else b"".join(out))
         except OSError as exc:
             raise ConnectionLostError(f"write failed: {exc}") from exc
+        self._last_write = time.monotonic()
 
     def flush(self) -> None:
         with self._write_lock:
@@ -257,7 +260,24 @@ class StompWire:
 
     def _timeout(self) -> float:
         deadline = self._next_deadline() if self._next_deadline else None
-        return self._tick if deadline is None else max(0.0, min(self._tick, deadline))
+        timeout = self._tick if deadline is None else max(0.0, min(self._tick, deadline))
+        if self.send_interval:
+            timeout = min(timeout, max(0.0, self._last_write + self.send_interval - time.monotonic()))
+        return timeout
+
+    def _heart_beats(self) -> None:
+        """Send an EOL when we were silent for the negotiated interval; declare a silent broker dead
+        after twice its interval (STOMP 1.2 heart-beating; the margin is ours)."""
+        now = time.monotonic()
+        if self.send_interval and now - self._last_write >= self.send_interval:
+            with self._write_lock:
+                if not (self._lost or self._closed):
+                    self._out.append(HEARTBEAT_EOL)
+                    self._flush_locked()
+        if self.receive_interval and now - self._last_read > 2 * self.receive_interval:
+            self._ended = self._ended or (
+                f"heart-beat timeout: nothing from the broker for {now - self._last_read:.3f}s "
+                f"(negotiated {self.receive_interval:.3f}s)", None)
 
     def pump_until(self, done: Callable[[], bool], timeout: float) -> bool:
         """Read and dispatch on the calling thread until ``done()`` (a blocking send's receipt).
@@ -297,6 +317,8 @@ class StompWire:
             self._ended = self._ended or (f"{type(exc).__name__}: {exc}", None)
             return
         self._events.on_tick()
+        if self.send_interval or self.receive_interval:
+            self._heart_beats()
         if self._wake_r in ready:
             with contextlib.suppress(OSError):
                 os.read(self._wake_r, 4096)
@@ -310,6 +332,7 @@ class StompWire:
         if not data:
             self._ended = self._ended or ("connection closed by the broker", None)
             return
+        self._last_read = time.monotonic()
         try:
             items = self._parser.feed(data)
         except (ValueError, StompProtocolError) as exc:
@@ -354,6 +377,24 @@ class StompWire:
                 self._sock.close()
             error, receipt_id = self._ended or ("connection closed by the broker", None)
             self._events.on_lost("connection closed by the client" if self._closed else error, receipt_id)
+
+
+HEARTBEAT_EOL = b"\n"
+
+
+def negotiate(offer: str, answer: str) -> tuple[float, float]:
+    """(send, receive) heart-beat intervals in seconds from our ``cx,cy`` and the server's ``sx,sy``.
+
+    STOMP 1.2: we send every max(cx, sy) if both are non-zero, and expect the server every
+    max(sx, cy) if both are non-zero; 0 means none."""
+    try:
+        cx, cy = (int(x) for x in offer.split(","))
+        sx, sy = (int(x) for x in answer.split(","))
+    except ValueError:
+        return 0.0, 0.0
+    send = max(cx, sy) / 1000 if cx and sy else 0.0
+    receive = max(sx, cy) / 1000 if sx and cy else 0.0
+    return send, receive
 
 
 _counter = itertools.count(1)

@@ -57,7 +57,7 @@ class _Listener(stomp.ConnectionListener):  # type: ignore[misc]
 
 class StompPyCUT(ClientUnderTest):
     name = "stomp.py"
-    features = frozenset({ClientFeature.SYNC_SEND_CONFIRMED, ClientFeature.TRANSACTIONS})
+    features = frozenset({ClientFeature.SYNC_SEND_CONFIRMED, ClientFeature.TRANSACTIONS, ClientFeature.HEARTBEAT})
     timeout = 30.0
 
     def __init__(self) -> None:
@@ -79,7 +79,8 @@ class StompPyCUT(ClientUnderTest):
 
     def open(self, url: str, options: Mapping[str, Any] | None = None) -> None:
         parts = urlsplit(url)
-        self._conn = stomp.Connection12([(parts.hostname, parts.port)], heartbeats=(0, 0))
+        cx, cy = (int(x) for x in str((options or {}).get("heart_beat", "0,0")).split(","))
+        self._conn = stomp.Connection12([(parts.hostname, parts.port)], heartbeats=(cx, cy))
         self._conn.set_listener("ackspec", _Listener(self))
         try:
             self._conn.connect(parts.username, parts.password, wait=True)
