@@ -268,7 +268,7 @@ class BrokerServer:
         """Start the fsync now, or once the producers the last one released have sent again."""
         hub = self.hub
         waiting_for = [c for c in hub.released if c not in hub.awaiting and c in hub.handlers]
-        if waiting_for and self.loop is not None:
+        if waiting_for and self.loop is not None and SYNC_GATHER_MAX > 0:
             if self._gather is None:
                 delay = min(SYNC_GATHER_MAX, max(SYNC_GATHER_MIN, self._last_sync_seconds))
                 self._gather = self.loop.call_later(delay, self._gather_expired)
