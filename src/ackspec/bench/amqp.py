@@ -1,0 +1,481 @@
+"""AMQP 1.0 rows of ``ackspec bench`` (``--protocol amqp``): the reference broker's AMQP listener vs
+RabbitMQ 3.10, Artemis 2.x and ActiveMQ 6.x, in one run, with the ratio to the faster real broker.
+
+Scenarios (each on a fresh queue, 100-byte bodies, the queue left empty afterwards):
+
+``amqp-presettled-send``
+    pre-settled transfers (at most once), then one unsettled transfer whose outcome stops the clock
+    (the broker handles a link's transfers in order, so it has taken all earlier ones by then).
+``amqp-unsettled-window``
+    unsettled transfers with at most :data:`WINDOW` in flight; the clock stops when every one is
+    ``accepted`` (the AMQP form of a publish window / receipts).
+``amqp-consume-credit``
+    a queue preloaded outside the clock, consumed over a link with credit :data:`CREDIT`, each
+    delivery settled ``accepted``; credit is topped up as deliveries are settled.
+
+The load client is python-qpid-proton's engine driven directly (no reactor, no per-message
+``Message.encode``: one encoded message reused), pumped over a non-blocking socket with
+``select``, so one Python thread keeps up with these brokers (the client's own ceiling is
+printed with the results: a run against the fastest broker near it would be client-bound).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from proton import Collector, Connection, Delivery, Endpoint, Event, Link, Message, Transport, symbol
+
+from ackspec.bench.targets import _free_port
+from ackspec.brokers import BROKERS
+from ackspec.errors import AckspecError
+
+WINDOW = 1000
+"""Unsettled transfers in flight at most (amqp-unsettled-window)."""
+CREDIT = 1000
+"""Link credit of the consumer (amqp-consume-credit)."""
+REAL_BROKERS = ("rabbitmq", "artemis", "activemq6")
+ADDRESS_STYLE = {"rabbitmq": "path", "artemis": "capabilities", "activemq6": "activemq", "reference": "path"}
+"""How each broker names a queue over AMQP (the profiles' ``settings.amqp_address``)."""
+DEFAULT_TARGETS = ("reference", *REAL_BROKERS)
+
+
+@dataclass(frozen=True)
+class AmqpEndpoint:
+    label: str
+    host: str
+    port: int
+    user: str | None
+    password: str | None
+    style: str
+
+    def terminus(self, name: str) -> tuple[str, str | None]:
+        if self.style == "capabilities":
+            return name, "queue"
+        if self.style == "activemq":
+            return f"queue://{name}", None
+        return f"/queue/{name}", None
+
+
+class BenchConnection:
+    """One AMQP connection and session over a non-blocking socket, pumped by the caller."""
+
+    def __init__(self, ep: AmqpEndpoint, timeout: float = 30.0) -> None:
+        self.ep = ep
+        self.timeout = timeout
+        try:
+            self.sock = socket.create_connection((ep.host, ep.port), timeout=5.0)
+        except OSError as exc:
+            raise AckspecError(f"bench: nothing listening at amqp://{ep.host}:{ep.port} ({exc})") from exc
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.setblocking(False)
+        self.conn = Connection()
+        self.conn.container = f"ackspec-bench-{uuid.uuid4().hex[:8]}"
+        self.conn.hostname = ep.host
+        self.collector = Collector()
+        self.conn.collect(self.collector)
+        self.transport = Transport()
+        sasl = self.transport.sasl()
+        if ep.user is not None:
+            self.conn.user = ep.user
+            self.conn.password = ep.password or ""
+            sasl.allowed_mechs("PLAIN")
+            sasl.allow_insecure_mechs = True
+        else:
+            sasl.allowed_mechs("ANONYMOUS")
+        self.transport.bind(self.conn)
+        self.on_event: Callable[[Event], None] = lambda _e: None
+        self.conn.open()
+        self.session = self.conn.session()
+        self.session.open()
+        self.wait(lambda: bool(self.session.state & Endpoint.REMOTE_ACTIVE), "the session to open")
+
+    def pump(self, wait: float) -> None:
+        """Write what proton has, read what the socket has (waiting at most ``wait``), handle events."""
+        while (pending := self.transport.pending()) > 0:
+            try:
+                sent = self.sock.send(self.transport.peek(pending) or b"")
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                raise AckspecError(f"bench: {self.ep.label}: send failed: {exc}") from exc
+            self.transport.pop(sent)
+        writing = [self.sock] if self.transport.pending() > 0 else []
+        readable, _, _ = select.select([self.sock], writing, [], wait)
+        if readable:
+            try:
+                data = self.sock.recv(1 << 20)
+            except BlockingIOError:
+                data = None
+            except OSError as exc:
+                raise AckspecError(f"bench: {self.ep.label}: recv failed: {exc}") from exc
+            if data == b"":
+                raise AckspecError(f"bench: {self.ep.label}: connection closed by the broker "
+                                   f"({self._condition() or 'no error'})")
+            view = memoryview(data or b"")
+            while view:
+                capacity = self.transport.capacity()
+                if capacity <= 0:
+                    raise AckspecError(f"bench: {self.ep.label}: transport closed ({self._condition()})")
+                self.transport.push(bytes(view[:capacity]))
+                view = view[capacity:]
+                self._dispatch()
+        self._dispatch()
+
+    def _condition(self) -> str:
+        for cond in (self.conn.remote_condition, self.session.remote_condition, self.transport.condition):
+            if cond is not None:
+                return f"{cond.name}: {cond.description}"
+        return ""
+
+    def _dispatch(self) -> None:
+        while (event := self.collector.peek()) is not None:
+            if event.type in (Event.LINK_REMOTE_CLOSE, Event.SESSION_REMOTE_CLOSE, Event.CONNECTION_REMOTE_CLOSE):
+                cond = (event.link or event.session or event.connection).remote_condition  # type: ignore[union-attr]
+                if cond is not None:
+                    raise AckspecError(f"bench: {self.ep.label}: closed by the broker: {cond.name}: {cond.description}")
+            self.on_event(event)
+            self.collector.pop()
+
+    def wait(self, done: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise AckspecError(f"bench: {self.ep.label}: timed out waiting for {what}")
+            self.pump(0.05)
+
+    def sender(self, queue: str) -> Link:
+        address, capability = self.ep.terminus(queue)
+        link = self.session.sender(f"bench-s-{uuid.uuid4().hex[:8]}")
+        link.target.address = address
+        if capability:
+            link.target.capabilities.put_object(symbol(capability))
+        link.snd_settle_mode = Link.SND_MIXED
+        link.open()
+        self.wait(lambda: bool(link.state & Endpoint.REMOTE_ACTIVE) and link.credit > 0, "credit to send")
+        return link
+
+    def receiver(self, queue: str, credit: int) -> Link:
+        address, capability = self.ep.terminus(queue)
+        link = self.session.receiver(f"bench-r-{uuid.uuid4().hex[:8]}")
+        link.source.address = address
+        if capability:
+            link.source.capabilities.put_object(symbol(capability))
+        link.snd_settle_mode = Link.SND_UNSETTLED
+        link.rcv_settle_mode = Link.RCV_FIRST
+        link.open()
+        self.wait(lambda: bool(link.state & Endpoint.REMOTE_ACTIVE), "the receiver to attach")
+        link.flow(credit)
+        return link
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+            self.wait(lambda: bool(self.conn.state & Endpoint.REMOTE_CLOSED), "the broker's close")
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+def _encoded(body: bytes) -> bytes:
+    msg = Message(body=body)
+    msg.durable = False
+    return msg.encode()
+
+
+def _send(c: BenchConnection, link: Link, payload: bytes, n: int, *, settled: bool, window: int) -> None:
+    """n transfers; unsettled ones at most ``window`` in flight, all of them accepted before return."""
+    outcome: dict[str, int] = {"accepted": 0, "other": 0}
+
+    def on_event(event: Event) -> None:
+        dlv = event.delivery
+        if event.type == Event.DELIVERY and dlv is not None and dlv.link == link and dlv.remote_state:
+            outcome["accepted" if dlv.remote_state == Delivery.ACCEPTED else "other"] += 1
+            dlv.settle()
+
+    c.on_event = on_event
+    sent = 0
+    tag = 0
+    while sent < n or outcome["accepted"] + outcome["other"] < (0 if settled else n):
+        if outcome["other"]:
+            raise AckspecError(f"bench: {c.ep.label}: {outcome['other']} transfers not accepted")
+        in_flight = sent - outcome["accepted"]
+        room = min(n - sent, link.credit, 256, n if settled else window - in_flight)
+        for _ in range(max(room, 0)):
+            tag += 1
+            dlv = link.delivery(str(tag))
+            link.send(payload)
+            link.advance()
+            if settled:
+                dlv.settle()
+            sent += 1
+        c.pump(0 if room > 0 and sent < n else 0.05)
+    c.on_event = lambda _e: None
+
+
+def _barrier(c: BenchConnection, link: Link, payload: bytes) -> None:
+    """One unsettled transfer, waited for: everything sent earlier on the link has been taken."""
+    _send(c, link, payload, 1, settled=False, window=1)
+
+
+def _consume(c: BenchConnection, queue: str, n: int, credit: int) -> None:
+    link = c.receiver(queue, credit)
+    got = {"n": 0}
+
+    def on_event(event: Event) -> None:
+        dlv = event.delivery
+        if event.type != Event.DELIVERY or dlv is None or dlv.link != link or dlv.partial:
+            return
+        link.recv(dlv.pending)
+        link.advance()
+        dlv.update(Delivery.ACCEPTED)
+        dlv.settle()
+        got["n"] += 1
+
+    c.on_event = on_event
+    while got["n"] < n:
+        if link.credit < credit // 2:
+            link.flow(credit - link.credit)
+        c.pump(0.05)
+    c.on_event = lambda _e: None
+    link.close()
+    c.pump(0)
+
+
+def _queue(tag: str) -> str:
+    return f"ackspec-bench-amqp-{tag}-{uuid.uuid4().hex[:10]}"
+
+
+def presettled_send(ep: AmqpEndpoint, n: int, body: bytes) -> float:
+    c = BenchConnection(ep)
+    try:
+        queue = _queue("presettled")
+        link = c.sender(queue)
+        payload = _encoded(body)
+        t0 = time.perf_counter()
+        _send(c, link, payload, n, settled=True, window=0)
+        _barrier(c, link, payload)
+        elapsed = time.perf_counter() - t0
+        _consume(c, queue, n + 1, CREDIT)  # what arrived (pre-settled may lose: then this times out loudly)
+    finally:
+        c.close()
+    return n / elapsed
+
+
+def unsettled_window(ep: AmqpEndpoint, n: int, body: bytes) -> float:
+    c = BenchConnection(ep)
+    try:
+        queue = _queue("window")
+        link = c.sender(queue)
+        payload = _encoded(body)
+        t0 = time.perf_counter()
+        _send(c, link, payload, n, settled=False, window=WINDOW)
+        elapsed = time.perf_counter() - t0
+        _consume(c, queue, n, CREDIT)
+    finally:
+        c.close()
+    return n / elapsed
+
+
+def consume_credit(ep: AmqpEndpoint, n: int, body: bytes) -> float:
+    c = BenchConnection(ep)
+    try:
+        queue = _queue("consume")
+        link = c.sender(queue)
+        _send(c, link, _encoded(body), n, settled=False, window=WINDOW)
+        t0 = time.perf_counter()
+        _consume(c, queue, n, CREDIT)
+        elapsed = time.perf_counter() - t0
+    finally:
+        c.close()
+    return n / elapsed
+
+
+@dataclass(frozen=True)
+class AmqpScenario:
+    name: str
+    title: str
+    run: Callable[[AmqpEndpoint, int, bytes], float]
+
+
+SCENARIOS: tuple[AmqpScenario, ...] = (
+    AmqpScenario("amqp-presettled-send", "pre-settled sends (then one unsettled barrier)", presettled_send),
+    AmqpScenario("amqp-unsettled-window", f"unsettled sends, <= {WINDOW} in flight, until all accepted",
+                 unsettled_window),
+    AmqpScenario("amqp-consume-credit", f"consume with credit {CREDIT}, accepting each", consume_credit),
+)
+
+
+@dataclass
+class AmqpCell:
+    runs: list[float] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.runs) if self.runs else None
+
+
+@dataclass
+class AmqpBench:
+    targets: list[str]
+    messages: int
+    repetitions: int
+    body_bytes: int
+    cells: dict[tuple[str, str], AmqpCell] = field(default_factory=dict)
+
+    def ratio(self, scenario: str) -> tuple[float, str] | None:
+        """reference msg/s over the faster real broker's, and which broker that was."""
+        ref = self.cells.get((scenario, "reference"))
+        real = [(c.median, t) for t in REAL_BROKERS if (c := self.cells.get((scenario, t))) and c.median]
+        if ref is None or not ref.median or not real:
+            return None
+        best, name = max(real)
+        return ref.median / best, name
+
+    def table(self) -> str:
+        head = f"{'scenario':<24}" + "".join(f"{t:>12}" for t in self.targets) + "   reference / fastest real"
+        lines = [f"AMQP 1.0, {self.messages} messages x {self.repetitions} runs (median msg/s), "
+                 f"{self.body_bytes}-byte bodies", head]
+        for s in SCENARIOS:
+            row = f"{s.name:<24}"
+            for t in self.targets:
+                cell = self.cells.get((s.name, t))
+                row += f"{'error' if cell is None or cell.median is None else f'{cell.median:,.0f}':>12}"
+            ratio = self.ratio(s.name)
+            row += f"   {ratio[0]:.2f} ({ratio[1]})" if ratio else "   -"
+            lines.append(row)
+        errors = [f"  {t} {s}: {c.error}" for (s, t), c in self.cells.items() if c.error]
+        return "\n".join(lines + (["errors:", *errors] if errors else []))
+
+
+def _endpoint(label: str, port: int | None = None) -> AmqpEndpoint:
+    if label == "reference":
+        assert port is not None
+        return AmqpEndpoint(label, "127.0.0.1", port, None, None, "path")
+    info = BROKERS.get(label)
+    if info is None or info.amqp_port is None:
+        known = ", ".join(["reference", *REAL_BROKERS])
+        raise AckspecError(f"bench: {label!r} has no AMQP 1.0 listener (AMQP targets: {known})")
+    return AmqpEndpoint(label, "127.0.0.1", info.amqp_port, info.login, info.passcode, ADDRESS_STYLE[label])
+
+
+@contextlib.contextmanager
+def reference_broker() -> Iterator[AmqpEndpoint]:
+    """The reference broker in a subprocess with its AMQP listener (journal in a temporary directory)."""
+    stomp, amqp = _free_port(), _free_port()
+    with tempfile.TemporaryDirectory(prefix="ackspec-bench-amqp-") as data:
+        log_path = Path(data) / "broker.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "ackspec", "broker", "--stomp", f"127.0.0.1:{stomp}",
+                                     "--amqp", f"127.0.0.1:{amqp}", "--data", str(Path(data) / "d")],
+                                    stdout=log, stderr=subprocess.STDOUT)
+            try:
+                ep = _endpoint("reference", amqp)
+                deadline = time.monotonic() + 30
+                while True:
+                    if proc.poll() is not None:
+                        raise AckspecError(f"bench: the reference broker exited ({proc.returncode}): "
+                                           f"{log_path.read_text(errors='replace')[-300:]}")
+                    try:
+                        BenchConnection(ep, timeout=2).close()
+                        break
+                    except AckspecError:
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.1)
+                yield ep
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def client_ceiling(n: int, body: bytes) -> float:
+    """msg/s of the load client against nothing: proton encoding + settling pre-settled transfers
+    into a transport whose output is thrown away (the client-side cost per message)."""
+    conn, transport = Connection(), Transport()
+    transport.bind(conn)
+    conn.open()
+    session = conn.session()
+    session.open()
+    link = session.sender("ceiling")
+    link.open()
+    payload = _encoded(body)
+    t0 = time.perf_counter()
+    for i in range(n):
+        dlv = link.delivery(str(i))
+        link.send(payload)
+        link.advance()
+        dlv.settle()
+        if i % 256 == 0:
+            while (pending := transport.pending()) > 0:
+                transport.pop(pending)
+    return n / (time.perf_counter() - t0)
+
+
+def run_amqp_bench(targets: Sequence[str], *, messages: int, repetitions: int, body_bytes: int,
+                   progress: Callable[[str], None]) -> AmqpBench:
+    """Every scenario against every target; targets take turns within each repetition."""
+    body = (b"0123456789" * (body_bytes // 10 + 1))[:body_bytes]
+    result = AmqpBench(list(targets), messages, repetitions, body_bytes)
+    with contextlib.ExitStack() as stack:
+        endpoints: dict[str, AmqpEndpoint] = {}
+        for label in targets:
+            try:
+                endpoints[label] = (stack.enter_context(reference_broker()) if label == "reference"
+                                    else _endpoint(label))
+                if label != "reference":
+                    BenchConnection(endpoints[label], timeout=5).close()
+            except AckspecError as exc:
+                endpoints.pop(label, None)
+                progress(f"bench: {label}: {exc}")
+                for s in SCENARIOS:
+                    result.cells[(s.name, label)] = AmqpCell(error=str(exc))
+        for s in SCENARIOS:
+            for label in endpoints:
+                result.cells[(s.name, label)] = AmqpCell()
+            for rep in range(repetitions):
+                for label, ep in endpoints.items():
+                    cell = result.cells[(s.name, label)]
+                    if cell.error:
+                        continue
+                    try:
+                        rate = s.run(ep, messages, body)
+                    except (AckspecError, OSError) as exc:
+                        cell.error = str(exc)
+                        progress(f"bench: {label:<10} {s.name:<22} run {rep + 1}: ERROR {exc}")
+                        continue
+                    cell.runs.append(rate)
+                    progress(f"bench: {label:<10} {s.name:<22} run {rep + 1}/{repetitions}: {rate:,.0f} msg/s")
+    return result
+
+
+def run_cli(targets: str | None, messages: int, repetitions: int, body_bytes: int) -> int:
+    """``ackspec bench --protocol amqp``: prints the table (and the client's own ceiling)."""
+    names = [t.strip() for t in (targets or ",".join(DEFAULT_TARGETS)).split(",") if t.strip()]
+    for name in names:
+        if name != "reference":
+            _endpoint(name)  # one-line error for a target without AMQP
+    result = run_amqp_bench(names, messages=messages, repetitions=repetitions, body_bytes=body_bytes,
+                            progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(result.table())
+    body = (b"0123456789" * (body_bytes // 10 + 1))[:body_bytes]
+    print(f"load client ceiling (proton engine, no broker): {client_ceiling(messages, body):,.0f} msg/s")
+    cells = list(result.cells.values())
+    return 1 if cells and all(c.error for c in cells) else 0
+
+
+__all__ = ["SCENARIOS", "AmqpBench", "run_amqp_bench", "run_cli"]
