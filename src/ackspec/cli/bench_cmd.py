@@ -44,10 +44,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS),
                         help="comma-separated subset of: " + ", ".join(s.name for s in SCENARIOS))
     parser.add_argument("--out", type=Path, default=Path("ackspec-out/bench"), help="where bench.json/.txt/.png go")
+    parser.add_argument("--protocol", choices=("stomp", "amqp"), default="stomp",
+                        help="amqp: the AMQP 1.0 rows (reference, rabbitmq, artemis, activemq6)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.protocol == "amqp":
+        from ackspec.bench.amqp import run_cli  # noqa: PLC0415
+
+        targets = None if args.targets == DEFAULT_TARGETS else args.targets
+        return run_cli(targets, args.messages, args.repetitions, args.body_bytes)
     targets = parse_targets(args.targets)
     by_name = {s.name: s for s in SCENARIOS}
     wanted = [name.strip() for name in args.scenarios.split(",") if name.strip()]
