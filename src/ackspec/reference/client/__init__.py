@@ -1,4 +1,4 @@
-"""The reference client: a Jakarta-Messaging-shaped Python API over STOMP.
+"""The reference client: a Jakarta-Messaging-shaped Python API over STOMP 1.2 and AMQP 1.0.
 
 Layout (sans-IO cores, thin threaded I/O):
 
@@ -8,7 +8,8 @@ Layout (sans-IO cores, thin threaded I/O):
 - :mod:`.consumer_core`  sans-IO ActiveMQ consumer acknowledgement (prefetch, optimizeAck, ack types)
 - :mod:`.dispatch`       one callback thread per session; the "inside a callback" marker
 - :mod:`.eventlog`       what the client did and saw, for tests to wait on
-- :mod:`.wire`           the protocol mapping (STOMP 1.2)
+- :mod:`.wire`           the wire contract and the STOMP 1.2 mapping
+- :mod:`.amqp_wire`      the AMQP 1.0 mapping (proton engine, sans-IO, one I/O thread)
 - :mod:`.connection`     ConnectionFactory, Connection
 - :mod:`.session`        Session, MessageProducer, MessageConsumer
 
