@@ -408,6 +408,7 @@ class ProtonClient(Client):
         self._side_session_errors: dict[Any, str] = {}  # proton Session -> why the peer ended it
         self.session_error: str | None = None
         self._txns: dict[str, _Transaction] = {}
+        self._modify_annotations: dict[str, Any] | None = None  # for the next modified outcome (modify())
         self.wire.conn.open()
         self.session = self.wire.conn.session()
         self.session.open()
@@ -693,6 +694,8 @@ class ProtonClient(Client):
         headers["amqp:durable"] = "true" if msg.durable else "false"
         headers["amqp:delivery-count"] = str(count)
         headers["amqp:first-acquirer"] = "true" if msg.first_acquirer else "false"
+        for key, value in (msg.annotations or {}).items():
+            headers[f"amqp:annotation:{key}"] = str(value)
         arrived = sub.settled_on_arrival.pop(self._ack_id(sub, dlv), None)
         if arrived is not None:
             headers["amqp:settled"] = "true" if arrived else "false"
@@ -735,6 +738,8 @@ class ProtonClient(Client):
             if code == MODIFIED_CODE:
                 dlv.local.failed = failed
                 dlv.local.undeliverable = undeliverable
+                if self._modify_annotations:
+                    dlv.local.annotations = {symbol(k): v for k, v in self._modify_annotations.items()}
             dlv.update(code)
             if not sub.settle_second:
                 dlv.settle()
@@ -982,6 +987,19 @@ class ProtonClient(Client):
             delivered.append(received)
         return DrainResult(delivered=delivered, credit_before=before, credit_after=after, echoed=echoed,
                            transfers=sub.transfers, granted=sub.granted)
+
+    def modify(self, delivery: Delivery, annotations: dict[str, Any], *, undeliverable: bool = False) -> None:
+        """Settle with ``modified{delivery-failed}`` carrying ``message-annotations`` (3.4.5); recorded as a NACK.
+
+        The target merges the annotations into the message for later deliveries, where the driver
+        shows them as ``amqp:annotation:<key>`` headers.
+        """
+        self._modify_annotations = dict(annotations)
+        try:
+            self.nack(delivery, outcome=NackOutcome.MODIFIED_UNDELIVERABLE if undeliverable
+                      else NackOutcome.MODIFIED_FAILED)
+        finally:
+            self._modify_annotations = None
 
     def discharge_unknown(self, fail: bool = False) -> str:
         """Discharge a txn-id that was never declared; returns the outcome and error condition seen."""
