@@ -29,6 +29,7 @@ The mapping (docs/amqp-mapping.md has the full table):
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -109,6 +110,21 @@ class _OutLink:
     ack: AckMode
     core_credit: int = 0  # credit as the core counts it (decremented per Deliver)
     deliveries: dict[int, PnDelivery] = field(default_factory=dict)
+    message_ids: dict[int, str] = field(default_factory=dict)  # unsettled delivery -> core message id
+
+
+_ANNOTATIONS: weakref.WeakKeyDictionary[Any, dict[str, dict[Any, Any]]] = weakref.WeakKeyDictionary()
+"""Per broker core: message id -> message-annotations merged in by ``modified`` outcomes (3.4.5).
+
+The core stores messages immutably and knows nothing of AMQP annotations, so the AMQP layer keeps
+them beside it and adds them to later deliveries. Not journalled: they do not survive a restart."""
+
+
+def _annotations_of(core: Any) -> dict[str, dict[Any, Any]]:
+    table = _ANNOTATIONS.get(core)
+    if table is None:
+        table = _ANNOTATIONS[core] = {}
+    return table
 
 
 @dataclass(eq=False)
@@ -518,6 +534,7 @@ class AmqpConnection:
             settlement = _inner_settlement(inner)
         else:
             settlement = _settlement(dlv)
+            self._merge_annotations(out, delivery_id, dlv, settlement)
         self._handled.add(dlv)
         # a transactional outcome is applied at discharge; the discharge answer confirms it
         confirm = _Token("settle", dlv) if tx is None else None
@@ -529,11 +546,25 @@ class AmqpConnection:
             link.close()
             return
         out.deliveries.pop(delivery_id, None)
+        out.message_ids.pop(delivery_id, None)
         if tx is not None:
             self._txns[tx].deliveries.append((dlv, bool(dlv.settled)))
         self._run(effects)
 
     # -- effects ----------------------------------------------------------------------------------
+
+    def _merge_annotations(self, out: _OutLink, delivery_id: int, dlv: PnDelivery, settlement: Settlement) -> None:
+        """modified{message-annotations}: merged into the message for later deliveries; gone once it is retired."""
+        message_id = out.message_ids.get(delivery_id)
+        if message_id is None:
+            return
+        table = _annotations_of(self.core)
+        if settlement.outcome is Outcome.MODIFIED:
+            extra = dlv.remote.annotations
+            if extra:
+                table.setdefault(message_id, {}).update(extra)
+        elif settlement.outcome in (Outcome.ACCEPTED, Outcome.REJECTED):
+            table.pop(message_id, None)
 
     def _run(self, effects: list[Effect]) -> None:
         if effects:
@@ -605,6 +636,11 @@ class AmqpConnection:
             value = str(props[name])
             props[name] = (value[:-1] + chr(ord(value[-1]) ^ 1)) if value else "x"
             msg.properties = props
+        merged = _ANNOTATIONS.get(self.core)
+        if merged:
+            extra = merged.get(effect.message.message_id)
+            if extra:
+                msg.annotations = {**(msg.annotations or {}), **extra}
         dlv = link.delivery(str(effect.delivery_id))
         link.send(msg.encode())
         link.advance()
@@ -613,6 +649,7 @@ class AmqpConnection:
             _settle(dlv)
         else:
             out.deliveries[effect.delivery_id] = dlv
+            out.message_ids[effect.delivery_id] = effect.message.message_id
 
     def _confirm(self, token: object) -> None:
         if not isinstance(token, _Token):
