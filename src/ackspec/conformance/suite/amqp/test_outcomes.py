@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ackspec.adapters.base import AckMode, Capability, NackOutcome
+from ackspec.adapters.base import AckMode, AdapterError, Capability, NackOutcome
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.suite.amqp.support import amqp_client, amqp_count, first_acquirer
 from ackspec.conformance.verdicts import Checks, RequirementViolation, check
@@ -116,6 +116,33 @@ def test_modified_undeliverable_here_not_redelivered_to_link(harness: Harness) -
     back = seqs(harness.barrier(c, q, c, sub))
     check(0 not in back, "AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE",
           f"message settled modified{{undeliverable-here}} came back on the same link: {back}")
+
+
+@requirement("AMQP-3.4.5-MODIFIED-ANNOTATIONS")
+def test_modified_annotations_merged_into_later_deliveries(harness: Harness) -> None:
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=2)
+    harness.send_seq(c, q, [0])
+    first = harness.expect_n(c, sub, 1, "AMQP-3.4.5-MODIFIED-ANNOTATIONS")[0]
+    note = "x-opt-ackspec-note"
+    try:
+        c.modify(first, {note: "retried-once"})
+    except AdapterError as exc:
+        raise RequirementViolation("AMQP-3.4.5-MODIFIED-ANNOTATIONS",
+                                   f"modified with message-annotations was refused: {exc}") from exc
+    again = c.receive(sub)  # delivery-failed without undeliverable-here: may come back on this link
+    if again is None or again.seq != 0:
+        c.disconnect()
+        again = next((d for d in harness.drain(q) if d.seq == 0), None)
+    elif again.ack_id is not None:
+        c.ack(again)
+    check(again is not None, "AMQP-3.4.5-MODIFIED-ANNOTATIONS", "the modified message was not delivered again")
+    assert again is not None
+    got = again.headers.get(f"amqp:annotation:{note}")
+    check(got == "retried-once", "AMQP-3.4.5-MODIFIED-ANNOTATIONS",
+          f"message-annotations of the modified outcome not on the next delivery: {note}={got!r}")
 
 
 @requirement("AMQP-3.4-OUTCOMES")
