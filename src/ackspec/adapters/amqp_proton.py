@@ -64,6 +64,7 @@ import contextlib
 import itertools
 import select
 import socket
+import struct
 import time
 import uuid
 from collections import deque
@@ -76,6 +77,7 @@ from proton import (
     Collector,
     Condition,
     Connection,
+    Data,
     Described,
     Endpoint,
     Event,
@@ -84,6 +86,7 @@ from proton import (
     Terminus,
     Transport,
     symbol,
+    uint,
     ulong,
 )
 from proton import Delivery as PnDelivery
@@ -125,6 +128,14 @@ ALL_CAPABILITIES = frozenset({
     Capability.CUSTOM_HEADERS, Capability.BINARY_BODY,
 })
 """Everything the driver can exercise; a target profile narrows it with ``without``."""
+
+
+def _raw_frame(performative: Described, payload: bytes = b"", channel: int = 0) -> bytes:
+    """One AMQP frame (doff 2, type 0) encoded by hand, for what proton refuses to send."""
+    data = Data()
+    data.put_object(performative)
+    body = data.encode() + payload
+    return struct.pack(">IBBH", 8 + len(body), 2, 0, channel) + body
 
 
 def outcome_name(state: int | None) -> str:
@@ -1001,6 +1012,48 @@ class ProtonClient(Client):
         finally:
             self._modify_annotations = None
 
+    def overrun_credit(self, destination: str, extra: int = 2) -> tuple[int, str | None]:
+        """Write ``credit + extra`` pre-settled transfers at once on a fresh connection's sender link.
+
+        Proton never sends beyond credit, so the transfers are written as raw frames behind its back
+        (that connection is unusable afterwards and is dropped). Returns (the credit the target had
+        granted, the error condition it ended the link or connection with, or None if it did neither
+        within the timeout). Meaningful only where the target cannot top the credit up meanwhile.
+        """
+        wire = Wire(self.opts, f"ackspec-{self.process}-{self._uid}-overrun", lambda _event: None)
+        try:
+            wire.conn.open()
+            session = wire.conn.session()
+            session.open()
+            address, capability = self.opts.terminus(destination)
+            link = session.sender(f"ackspec-{self.process}-{self._uid}-overrun")
+            link.target.address = address
+            if capability:
+                link.target.capabilities.put_object(symbol(capability))
+            link.snd_settle_mode = Link.SND_SETTLED
+            link.open()
+            wire.wait(lambda: link.credit > 0 or bool(link.state & Endpoint.REMOTE_CLOSED), self.timeout,
+                      "credit for the overrun link")
+            credit = int(link.credit)
+            body = Message(body=b"overrun").encode()
+            # first link and first transfers of the session: handle 0, delivery-ids from 0
+            frames = b"".join(_raw_frame(Described(ulong(0x14), [uint(0), uint(i), f"o{i}".encode(), uint(0), True]),
+                                         body) for i in range(credit + extra))
+            wire.sock.setblocking(True)
+            wire.sock.sendall(frames)
+            wire.sock.setblocking(False)
+
+            def ended() -> bool:
+                return bool(link.state & Endpoint.REMOTE_CLOSED or wire.conn.state & Endpoint.REMOTE_CLOSED
+                            or wire.closed)
+
+            with contextlib.suppress(Indeterminate, ConnectionLost):
+                wire.wait(ended, self.timeout, "the target's answer to transfers beyond credit")
+            cond = link.remote_condition or wire.conn.remote_condition or wire.transport.condition
+            return credit, (str(cond.name) if cond is not None else ("closed" if ended() else None))
+        finally:
+            wire.crash()
+
     def discharge_unknown(self, fail: bool = False) -> str:
         """Discharge a txn-id that was never declared; returns the outcome and error condition seen."""
         dlv = self._control(Described(symbol("amqp:discharge:list"), [b"ackspec-no-such-txn", fail]),
@@ -1109,6 +1162,15 @@ class ReferenceProtonAdapter(ProtonAdapter):
         ``crash=True`` is a power loss: journal writes no completed fsync covered are lost.
         """
         self.broker.restart(crash=crash)
+
+    def set_receive_window(self, credit: int) -> int:
+        """Credit the broker grants a sender link of a *new* connection (and tops up to); returns the old value."""
+        listener = getattr(getattr(self.broker, "server", None), "amqp_listener", None)
+        if listener is None:
+            raise NotSupported(Capability.FAULT_INJECTION, "the embedded broker has no AMQP listener")
+        old = int(listener.receive_window)
+        listener.receive_window = credit
+        return old
 
     def slow_fsync(self, seconds: float) -> None:
         """Make every journal fsync take ``seconds`` longer (a slow disk) until the next restart or 0."""
