@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ackspec.adapters.amqp_proton import DrainResult, ProtonClient
-from ackspec.adapters.base import AckMode, AdapterError, Capability, Delivery
+from ackspec.adapters.base import AckMode, AdapterError, Capability, Delivery, NotSupported
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.suite.amqp.support import amqp_client, unsettled_modes
 from ackspec.conformance.verdicts import Checks, RequirementViolation, check
@@ -104,6 +104,34 @@ def test_drain_sends_what_is_there_then_stops(harness: Harness) -> None:
     checks.check(result.credit_after == 0, "AMQP-2.6.7-DRAIN", f"credit left after the drain: {result.credit_after}")
     checks.check(result.transfers <= result.granted, "AMQP-2.6.7-CREDIT-BOUND",
                  f"{result.transfers} transfers for {result.granted} credit")
+    checks.done()
+
+
+@requirement("AMQP-2.6.7-TRANSFER-LIMIT-EXCEEDED")
+def test_transfer_beyond_credit_ends_the_link(harness: Harness) -> None:
+    """Transfers beyond the credit the broker granted: it must end the link (or connection) with
+    amqp:link:transfer-limit-exceeded and keep serving. Needs a target whose credit the test sets
+    (the embedded reference broker): a real broker may top credit up while the transfers are in
+    flight, and then an overrun cannot be told from a race."""
+    harness.require(Capability.QUEUES, Capability.FAULT_INJECTION)
+    set_window = getattr(harness.adapter, "set_receive_window", None)
+    if set_window is None:
+        raise NotSupported(Capability.FAULT_INJECTION, f"{harness.adapter.name} cannot fix the credit it grants")
+    q = harness.queue()
+    c = amqp_client(harness)
+    old = set_window(4)
+    try:
+        credit, condition = c.overrun_credit(q, extra=2)
+    finally:
+        set_window(old)
+    checks = Checks()
+    checks.check(condition == "amqp:link:transfer-limit-exceeded", "AMQP-2.6.7-TRANSFER-LIMIT-EXCEEDED",
+                 f"{credit + 2} transfers for credit {credit}: ended with {condition or 'nothing (accepted)'}")
+    # the broker stays up and kept what was within credit
+    sub = c.subscribe(q, ack=AckMode.AUTO)
+    kept = harness.barrier(c, q, c, sub)
+    checks.check(len(kept) <= credit, "AMQP-2.6.7-TRANSFER-LIMIT-EXCEEDED",
+                 f"{len(kept)} of the transfers beyond credit {credit} were taken")
     checks.done()
 
 
