@@ -131,6 +131,7 @@ def _annotations_of(core: Any) -> dict[str, dict[Any, Any]]:
 class _Txn:
     name: str
     deliveries: list[tuple[PnDelivery, bool]] = field(default_factory=list)  # (delivery, settled by client)
+    failed: str | None = None  # a pre-settled transfer of the transaction could not be processed (4.4.4)
 
 
 class AmqpConnection:
@@ -432,6 +433,8 @@ class AmqpConnection:
         if destination is None:
             self._answer(dlv, REJECTED, condition=Condition(ERR_NOT_FOUND, "message has no destination address"))
             return
+        if self._rejected_by_fault(dlv, destination, tx):
+            return
         body, headers, persistent = to_core(msg)
         confirm = None if dlv.settled else _Token("transfer", dlv, tx is not None)
         try:
@@ -444,6 +447,25 @@ class AmqpConnection:
             _settle(dlv)
             self._handled.discard(dlv)
         self._run(effects)
+
+    def _rejected_by_fault(self, dlv: PnDelivery, destination: str, tx: str | None) -> bool:
+        """Fault rule ``reject_send``: the transfer cannot be processed. Unsettled: rejected. Pre-settled in
+        a transaction: nobody can be told now, so the transaction is marked failed and its commit fails (4.4.4)."""
+        faults = self.core.faults
+        if faults is None:
+            return False
+        reason = next((r.reject_send for r in faults.rules_for(destination, self.conn_id, self.user)
+                       if r.reject_send is not None), None)
+        if reason is None:
+            return False
+        if not dlv.settled:
+            self._answer(dlv, REJECTED, condition=Condition(ERR_NOT_ALLOWED, reason))
+            return True
+        if tx is not None:
+            self._txns[tx].failed = reason
+        _settle(dlv)
+        self._handled.discard(dlv)
+        return True
 
     def _transaction_of(self, dlv: PnDelivery) -> tuple[bool, str | None]:
         """(known, the core transaction a transfer or disposition belongs to); refuses unknown ids."""
@@ -495,6 +517,17 @@ class AmqpConnection:
             txn = self._txns.pop(txn_id, None)
             if txn is None:
                 self._answer(dlv, REJECTED, condition=Condition(ERR_UNKNOWN_TXN, f"unknown transaction {txn_id!r}"))
+                return
+            if not fail and txn.failed is not None:
+                # a pre-settled transfer of it failed: the commit cannot succeed, roll back instead (4.4.4)
+                self._run(self.core.abort(self.conn_id, txn_id,
+                                          redeliver_settled=any(settled for _, settled in txn.deliveries)))
+                for tdlv, client_settled in txn.deliveries:
+                    self._handled.discard(tdlv)
+                    if client_settled:
+                        _settle(tdlv)
+                self._answer(dlv, REJECTED, condition=Condition(ERR_TXN_ROLLBACK,
+                                                                f"transaction rolled back: {txn.failed}"))
                 return
             token = _Token("discharge", dlv, (txn, fail))
             if fail:
