@@ -105,3 +105,35 @@ def test_discharge_of_unknown_transaction_fails(harness: Harness) -> None:
         answer = str(exc)
     check("accepted" not in answer.split() and "unknown-id" in answer, "AMQP-4.3-DISCHARGE-UNKNOWN",
           f"discharge of a txn-id never declared was answered {answer!r}, expected amqp:transaction:unknown-id")
+
+
+@requirement("AMQP-4.4.4-PRESETTLED-FAILURE")
+def test_failed_presettled_transactional_transfer_fails_the_commit(harness: Harness) -> None:
+    """A pre-settled transactional transfer the target cannot process (an injected fault: the
+    reference broker's ``reject_send`` rule, once) has no outcome to report, so the commit must fail
+    and nothing of the transaction may become visible."""
+    harness.require(Capability.QUEUES, Capability.TRANSACTIONS, Capability.FAULT_INJECTION)
+    from ackspec.reference.faults import FaultRule  # noqa: PLC0415  (only with the embedded broker)
+
+    c = amqp_client(harness)
+    q = harness.queue()
+    tx = c.begin("tx-presettled-failure")
+    rule = harness.faults.add(FaultRule(destination=q, reject_send="cannot store (injected)", times=1))
+    try:
+        c.send(q, b"m0", seq=0, producer="p1", confirm=False, transaction=tx)  # pre-settled: fails silently
+        c.send(q, b"m1", seq=1, producer="p1", confirm=False, transaction=tx)  # this one is processed
+        c.round_trip(q)  # the broker has read both transfers before the rule goes
+    finally:
+        harness.faults.remove(rule)
+    try:
+        c.commit(tx)
+        committed = True
+    except AdapterError:
+        committed = False
+    visible = seqs(harness.drain(q))
+    checks = Checks()
+    checks.check(not committed, "AMQP-4.4.4-PRESETTLED-FAILURE",
+                 "the commit of a transaction with a failed pre-settled transfer succeeded")
+    checks.check(not visible, "AMQP-4.4.4-PRESETTLED-FAILURE",
+                 f"transfers of a transaction that could not commit became visible: {visible}")
+    checks.done()
