@@ -79,6 +79,8 @@ def get_session(master: str | None = None, *, app_name: str = "ackspec-pipeline"
         builder = builder.config(key, value)
     builder = builder.config("spark.driver.extraJavaOptions", java_options)
     builder = builder.config("spark.executor.extraJavaOptions", java_options)
+    if os.environ.get("ACKSPEC_SPARK_DRIVER_MEMORY"):  # e.g. 12g for tens of millions of operations locally
+        builder = builder.config("spark.driver.memory", os.environ["ACKSPEC_SPARK_DRIVER_MEMORY"])
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
