@@ -4,7 +4,7 @@
         --out docs/conformance-matrix.md
 
 Each RUN is a run directory of ``ackspec run`` (or a glob). One column per run,
-labelled by the target's profile (else its URL); a cell is the requirement's
+labelled by the target's profile (else its URL) and protocol; a cell is the requirement's
 combined verdict in that run. Deviations are listed under the table with the
 profile's reason, so the document explains itself.
 """
@@ -43,8 +43,15 @@ def _duration(results: RunResults) -> str:
     return f"{seconds.total_seconds():.0f} s"
 
 
+def label(run: RunResults) -> str:
+    """A column's name: the profile (else the URL), with the protocol, since one broker speaks several."""
+    name = run.target.profile or run.target.url
+    protocol = run.target.protocol or run.target.url.split(":", 1)[0]
+    return f"{name} {protocol}" if protocol else name
+
+
 def render(runs: list[RunResults]) -> str:
-    labels = [r.target.profile or r.target.url for r in runs]
+    labels = [label(r) for r in runs]
     cells: dict[str, dict[int, Verdict]] = defaultdict(dict)
     levels: dict[str, str] = {}
     notes: dict[tuple[int, str], str] = {}

@@ -1,0 +1,22 @@
+"""`ackspec matrix` renders one column per run, told apart by profile and protocol."""
+
+from ackspec.cli.matrix_cmd import render
+from ackspec.results import RunResults, TargetInfo, TestResult, Verdict
+
+
+def _run(run_id: str, url: str, protocol: str, verdict: Verdict) -> RunResults:
+    test = TestResult(requirement="STOMP-ACK-AUTO", test="t", verdict=verdict, level="MUST",
+                      message="documented" if verdict is Verdict.DEVIATION else "")
+    return RunResults(run_id=run_id, started="2026-11-22T10:00:00+00:00", finished="2026-11-22T10:00:09+00:00",
+                      target=TargetInfo(url=url, profile="rabbitmq-3.10", protocol=protocol), tests=(test,), seed=0)
+
+
+def test_one_broker_over_two_protocols_gets_two_columns() -> None:
+    text = render([_run("a", "stomp://127.0.0.1:61614", "stomp", Verdict.PASS),
+                   _run("b", "amqp://127.0.0.1:5672", "amqp", Verdict.DEVIATION)])
+    header = next(line for line in text.splitlines() if line.startswith("| requirement"))
+    assert "rabbitmq-3.10 stomp" in header and "rabbitmq-3.10 amqp" in header
+    row = next(line for line in text.splitlines() if line.startswith("| STOMP-ACK-AUTO"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] != cells[3]  # pass on one column, deviation on the other
+    assert "**rabbitmq-3.10 amqp** `STOMP-ACK-AUTO` (deviation): documented" in text
