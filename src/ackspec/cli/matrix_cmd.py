@@ -43,7 +43,7 @@ def _duration(results: RunResults) -> str:
     return f"{seconds.total_seconds():.0f} s"
 
 
-def label(run: RunResults) -> str:
+def column_label(run: RunResults) -> str:
     """A column's name: the profile (else the URL), with the protocol, since one broker speaks several."""
     name = run.target.profile or run.target.url
     protocol = run.target.protocol or run.target.url.split(":", 1)[0]
@@ -51,7 +51,7 @@ def label(run: RunResults) -> str:
 
 
 def render(runs: list[RunResults]) -> str:
-    labels = [label(r) for r in runs]
+    labels = [column_label(r) for r in runs]
     cells: dict[str, dict[int, Verdict]] = defaultdict(dict)
     levels: dict[str, str] = {}
     notes: dict[tuple[int, str], str] = {}

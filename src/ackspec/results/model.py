@@ -48,6 +48,7 @@ class TargetInfo:
 
 @dataclass(frozen=True, slots=True)
 class TestResult:
+    __test__ = False  # not a pytest test class, despite the name
     requirement: str
     test: str
     verdict: Verdict
