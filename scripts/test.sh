@@ -80,6 +80,7 @@ for broker in $BROKERS; do
   step "suite-$broker" broker_runs "$broker"
 done
 step report ackspec report "$OUT"/runs/* --out "$OUT/report"
+step matrix ackspec matrix "$OUT"/runs/* --out "$OUT/conformance-matrix.md"   # docs/ holds the committed copy
 
 echo
 if [ ${#failed[@]} -gt 0 ]; then
