@@ -49,7 +49,7 @@ from proton import (
 )
 from proton import Delivery as PnDelivery
 
-from ackspec.reference.amqp.mapping import core_destination, from_core, to_core
+from ackspec.reference.amqp.mapping import core_destination, encode_delivery, from_core, to_core
 from ackspec.reference.amqp.mutants import FrameRewriter
 from ackspec.reference.amqp.sasl import SaslServer, SaslState
 from ackspec.reference.broker import (
@@ -125,6 +125,18 @@ def _annotations_of(core: Any) -> dict[str, dict[Any, Any]]:
     if table is None:
         table = _ANNOTATIONS[core] = {}
     return table
+
+
+try:  # proton's C API: lets _dispatch skip Event wrappers for the events it does not need
+    import cproton as _fast  # type: ignore[import-untyped]
+except ImportError:  # pragma: no cover - proton always ships it
+    _fast = None
+
+_WANTED_EVENTS: frozenset[int] = frozenset() if _fast is None else frozenset(
+    int(getattr(_fast, f"PN_{name}")) for name in (
+        "CONNECTION_REMOTE_OPEN", "SESSION_REMOTE_OPEN", "LINK_REMOTE_OPEN", "LINK_FLOW", "LINK_REMOTE_CLOSE",
+        "LINK_REMOTE_DETACH", "SESSION_REMOTE_CLOSE", "CONNECTION_REMOTE_CLOSE"))
+"""The event types :meth:`AmqpConnection._on_event` acts on (besides deliveries)."""
 
 
 @dataclass(eq=False)
@@ -260,14 +272,41 @@ class AmqpConnection:
                 self._grant(link, self.receive_window - left)
 
     def _dispatch(self) -> None:
+        if _fast is None:
+            while True:
+                event = self.collector.peek()
+                if event is None:
+                    break
+                try:
+                    self._on_event(event)
+                finally:
+                    self.collector.pop()
+            return
+        # Fast path (proton's C API through cproton): most events are transfers and dispositions or
+        # are of no interest; only the rest pay for proton's Event wrapper (the broker's hottest loop).
+        impl = self.collector._impl
         while True:
-            event = self.collector.peek()
-            if event is None:
+            raw = _fast.pn_collector_peek(impl)
+            if _fast.isnull(raw):
                 break
             try:
-                self._on_event(event)
+                kind = _fast.pn_event_type(raw)
+                if kind == _fast.PN_DELIVERY:
+                    dlv = PnDelivery.wrap(_fast.pn_event_delivery(raw))  # type: ignore[no-untyped-call]
+                    if dlv is not None:
+                        self._on_delivery(dlv)
+                elif kind in _WANTED_EVENTS:
+                    event = Event.wrap(raw)  # type: ignore[no-untyped-call]
+                    if event is not None:
+                        self._on_event(event)
             finally:
-                self.collector.pop()
+                _fast.pn_collector_pop(impl)
+
+    def _on_delivery(self, dlv: PnDelivery) -> None:
+        if dlv.link.is_receiver:
+            self._transfer(dlv)
+        else:
+            self._disposition(dlv)
 
     def _process(self) -> None:
         self._dispatch()
@@ -298,11 +337,7 @@ class AmqpConnection:
         elif kind == Event.LINK_FLOW and event.link is not None and event.link.is_sender:
             self._flow(event.link)
         elif kind == Event.DELIVERY and event.delivery is not None:
-            dlv = event.delivery
-            if dlv.link.is_receiver:
-                self._transfer(dlv)
-            else:
-                self._disposition(dlv)
+            self._on_delivery(event.delivery)
         elif kind in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH) and event.link is not None:
             self._detach(event.link)
         elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
@@ -658,6 +693,25 @@ class AmqpConnection:
         if out is None:
             return
         link = out.link
+        merged = _ANNOTATIONS.get(self.core)
+        faults = self.core.faults
+        if not (faults is not None and faults.any_mutant) and not (merged and effect.message.message_id in merged):
+            # the common case: no mutant rewrites it, no annotations merged in
+            payload = encode_delivery(effect.message, delivery_count=effect.delivery_count,
+                                      redelivered=effect.redelivered)
+        else:
+            payload = self._slow_encode(effect, merged)
+        dlv = link.delivery(str(effect.delivery_id))
+        link.send(payload)
+        link.advance()
+        out.core_credit -= 1
+        if out.ack is AckMode.AUTO:
+            _settle(dlv)
+        else:
+            out.deliveries[effect.delivery_id] = dlv
+            out.message_ids[effect.delivery_id] = effect.message.message_id
+
+    def _slow_encode(self, effect: Deliver, merged: dict[str, dict[Any, Any]] | None) -> bytes:
         msg = from_core(effect.message, delivery_count=effect.delivery_count, redelivered=effect.redelivered)
         destination = effect.message.destination
         if self._mutant("mangle-body", destination) and effect.message.body:
@@ -669,20 +723,11 @@ class AmqpConnection:
             value = str(props[name])
             props[name] = (value[:-1] + chr(ord(value[-1]) ^ 1)) if value else "x"
             msg.properties = props
-        merged = _ANNOTATIONS.get(self.core)
         if merged:
             extra = merged.get(effect.message.message_id)
             if extra:
                 msg.annotations = {**(msg.annotations or {}), **extra}
-        dlv = link.delivery(str(effect.delivery_id))
-        link.send(msg.encode())
-        link.advance()
-        out.core_credit -= 1
-        if out.ack is AckMode.AUTO:
-            _settle(dlv)
-        else:
-            out.deliveries[effect.delivery_id] = dlv
-            out.message_ids[effect.delivery_id] = effect.message.message_id
+        return bytes(msg.encode())
 
     def _confirm(self, token: object) -> None:
         if not isinstance(token, _Token):

@@ -115,3 +115,40 @@ def from_core(message: CoreMessage, *, delivery_count: int, redelivered: bool) -
             props[name] = value
     msg.properties = props  # type: ignore[assignment]  # proton's stub says None
     return msg
+
+
+_BARE_CACHE: dict[str, tuple[CoreMessage, bytes]] = {}
+_BARE_CACHE_SIZE = 4096
+_EMPTY_HEADER = b"\x00\x53\x70\x45"  # described header section, empty list
+
+
+def _bare(message: CoreMessage) -> bytes:
+    """The message's sections after the header, encoded once per core message (they never change)."""
+    hit = _BARE_CACHE.get(message.message_id)
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    msg = from_core(message, delivery_count=0, redelivered=True)
+    msg.durable = False
+    encoded = bytes(msg.encode())
+    bare = encoded[len(_EMPTY_HEADER):] if encoded.startswith(_EMPTY_HEADER) else encoded
+    if len(_BARE_CACHE) >= _BARE_CACHE_SIZE:
+        del _BARE_CACHE[next(iter(_BARE_CACHE))]
+    _BARE_CACHE[message.message_id] = (message, bare)
+    return bare
+
+
+def _uint(value: int) -> bytes:
+    if value == 0:
+        return b"\x43"
+    if value < 256:
+        return b"\x52" + bytes([value])
+    return b"\x70" + value.to_bytes(4, "big")
+
+
+def encode_delivery(message: CoreMessage, *, delivery_count: int, redelivered: bool) -> bytes:
+    """Exactly what ``from_core(...).encode()`` carries, without building a proton Message per delivery:
+    a header section (durable, first-acquirer, delivery-count) written by hand + the cached rest."""
+    fields = (b"\x41" if message.persistent else b"\x42") + b"\x40\x40" + (b"\x42" if redelivered else b"\x41") \
+        + _uint(delivery_count)
+    header = b"\x00\x53\x70\xc0" + bytes([len(fields) + 1, 5]) + fields
+    return header + _bare(message)
