@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -72,23 +73,34 @@ def _least(*cols: Column) -> Column:
     return F.least(*[F.coalesce(c, F.lit(INF)) for c in cols])
 
 
+def _materialise(frame: DataFrame) -> DataFrame:
+    """Persist ``frame`` (memory, spilling to disk) and compute it now, once, for every later job."""
+    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    frame.count()
+    return frame
+
+
 def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkCheck:
     """Build the check jobs over a DataFrame of history rows (schema of :mod:`ackspec.pipeline.schema`)."""
+    # only the columns the rules use; the JSON ``value`` is parsed once here and dropped
     df = histories.select(
         "run", F.coalesce("test", F.lit("")).alias("test"), F.col("index").cast("long").alias("index"),
         "type", "op", "process", F.coalesce("destination", F.lit("")).alias("dest"),
         F.coalesce("subscription", F.lit("")).alias("sub"), F.coalesce("producer", F.lit("")).alias("prod"),
         F.col("seq").cast("long").alias("seq"), F.coalesce("ack_mode", F.lit("")).alias("ack_mode"), "transaction",
-        "redelivered", "delivery_count", "outcome", "limit", "value",
+        "redelivered", "delivery_count", "outcome", "limit",
+        F.get_json_object("value", f"$.{VALUE_MAX_REDELIVERIES}").cast("int").alias("mr"),
+        F.coalesce(F.get_json_object("value", f"$.{VALUE_DEAD_LETTER}") == "true", F.lit(False)).alias("dead"),
+        F.get_json_object("value", f"$.{VALUE_PRIORITY}").alias("priority"),
     )
     if repartition:
         df = df.repartition(*H)
-    # materialise once: later jobs read a flat scan instead of re-planning the whole lineage
-    df = df.localCheckpoint(eager=True)
+    # materialise once (columnar cache, spills to disk): every job below scans it instead of
+    # re-reading and re-shuffling the input; the cache keeps the (run, test) partitioning
+    df = _materialise(df)
 
     # --- configuration and transactions ---------------------------------------------------
-    max_red = (df.select(*H, "index", F.get_json_object("value", f"$.{VALUE_MAX_REDELIVERIES}")
-                         .cast("int").alias("mr"))
+    max_red = (df.select(*H, "index", "mr")
                .where(F.col("mr").isNotNull())
                .groupBy(*H).agg(F.min(F.struct("index", "mr")).getField("mr").alias("test_mr")))
     committed = (df.where((F.col("op") == "commit") & (F.col("type") == "ok") & F.col("transaction").isNotNull())
@@ -124,15 +136,14 @@ def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkC
     ).otherwise(
         F.when(F.col("s_conf") == 1, "confirmed").when(F.col("s_ind") == 1, "indeterminate")
         .when(F.col("s_fail") == 1, "failed").otherwise("indeterminate")
-    )).select(*H, *MSG, "status", "send_ops").localCheckpoint(eager=True)
+    )).select(*H, *MSG, "status", "send_ops")
+    status = _materialise(status)
 
     # --- deliveries and their resets ------------------------------------------------------
     deliveries = df.where((F.col("op") == "receive") & (F.col("type") == "ok") & F.col("seq").isNotNull()).select(
         *H, "index", "process", "sub", *MSG, "ack_mode", "transaction", "redelivered", "delivery_count", "limit",
-        (F.get_json_object("value", f"$.{VALUE_DEAD_LETTER}") == "true").alias("dead"),
-        F.get_json_object("value", f"$.{VALUE_PRIORITY}").alias("priority"),
+        "dead", "priority",
     )
-    deliveries = deliveries.withColumn("dead", F.coalesce("dead", F.lit(False)))
     resets = df.where(F.col("op").isin(*RESET_OPS)
                       & ((F.col("type") == "ok") | F.col("op").isin("crash", "disconnect"))).select(
         *H, "process", F.col("index").alias("reset_index"))
@@ -190,14 +201,14 @@ def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkC
                   .withColumn("ack_at", _least(F.col("ind_ack"), cum_ack, tx_ack))
                   .withColumn("settle_at", F.when(F.col("ack_mode").isin(*SETTLED_ON_DELIVERY), F.col("index"))
                               .otherwise(_least(F.col("ind_settle"), cum_settle, tx_ack, F.col("reset_at"))))
-                  .drop("ind_ack", "ind_settle", "first_ack", "first_settle", "commit_at")
-                  .localCheckpoint(eager=True))
+                  .drop("ind_ack", "ind_settle", "first_ack", "first_settle", "commit_at"))
+    deliveries = _materialise(deliveries)
 
     anomalies: list[DataFrame] = []
 
-    def emit(frame: DataFrame, kind: AnomalyKind, ops: Column) -> None:
+    def emit(frame: DataFrame, kind: AnomalyKind | Column, ops: Column) -> None:
         anomalies.append(frame.select(
-            "run", "test", F.lit(str(kind)).alias("kind"),
+            "run", "test", (F.lit(str(kind)) if isinstance(kind, AnomalyKind) else kind).alias("kind"),
             F.when(F.col("dest") == "", None).otherwise(F.col("dest")).alias("destination"),
             F.when(F.col("prod") == "", None).otherwise(F.col("prod")).alias("producer"),
             "seq", ops.alias("operations")))
@@ -243,18 +254,24 @@ def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkC
     after_ack = repeat & (F.col("acked.ack_at") < F.col("index"))
     unmarked = (F.col("redelivered") == F.lit(False)) & (F.col("delivery_count").isNull()
                                                          | (F.col("delivery_count") <= 1))
-    emit(scoped.where(after_ack), AnomalyKind.DUPLICATE_AFTER_ACK,
-         F.array(F.col("acked.index"), F.col("acked.ack_at"), F.col("index")))
-    emit(scoped.where(repeat & ~after_ack & unmarked), AnomalyKind.DUPLICATE,
-         F.array(F.col("prev_index"), F.col("index")))
     count = F.col("delivery_count")
-    bad_start = count.isNotNull() & ((count < 1) | ((F.col("k") == 0) & (count > 1)
-                                                    & (F.col("redelivered") == F.lit(False))))
-    emit(scoped.where(F.coalesce(bad_start, F.lit(False))), AnomalyKind.DELIVERY_COUNT_START, F.array(F.col("index")))
-    decrease = count.isNotNull() & ~F.coalesce(bad_start, F.lit(False)) & F.col("prev_count").isNotNull() & (
-        count < F.col("prev_count"))
-    emit(scoped.where(decrease), AnomalyKind.DELIVERY_COUNT_DECREASE,
-         F.array(F.col("prev_count_index"), F.col("index")))
+    bad_start = F.coalesce(count.isNotNull() & ((count < 1) | ((F.col("k") == 0) & (count > 1)
+                                                               & (F.col("redelivered") == F.lit(False)))),
+                           F.lit(False))
+    decrease = count.isNotNull() & ~bad_start & F.col("prev_count").isNotNull() & (count < F.col("prev_count"))
+
+    def found(condition: Column, kind: AnomalyKind, ops: Column) -> Column:
+        return F.when(condition, F.struct(F.lit(str(kind)).alias("kind"), ops.cast("array<bigint>").alias("ops")))
+
+    # the four per-scope checks in one pass over one window sort: each row yields 0..n anomalies
+    per_scope = scoped.select("*", F.explode(F.filter(F.array(
+        found(after_ack, AnomalyKind.DUPLICATE_AFTER_ACK,
+              F.array(F.col("acked.index"), F.col("acked.ack_at"), F.col("index"))),
+        found(repeat & ~after_ack & unmarked, AnomalyKind.DUPLICATE, F.array(F.col("prev_index"), F.col("index"))),
+        found(bad_start, AnomalyKind.DELIVERY_COUNT_START, F.array(F.col("index"))),
+        found(decrease, AnomalyKind.DELIVERY_COUNT_DECREASE, F.array(F.col("prev_count_index"), F.col("index"))),
+    ), lambda a: a.isNotNull())).alias("found"))
+    emit(per_scope, F.col("found.kind"), F.col("found.ops"))
 
     # --- order per consumer, destination, producer, priority ------------------------------
     first_on_consumer = Window.partitionBy(*H, *CONSUMER, *MSG).orderBy("index")
@@ -287,9 +304,9 @@ def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkC
                F.min(F.when(~F.col("dead") & (F.col("nth") == F.col("m") + 2), F.col("index"))).alias("extra"))
            .join(rejected, [*H, *MSG], "left"))
     beyond = F.col("n") > F.col("m") + 1
-    emit(dlq.where(beyond), AnomalyKind.DEAD_LETTER, F.array(F.col("extra")))
-    emit(dlq.where(~beyond & F.col("first_dead").isNotNull() & (F.col("n") < F.col("m") + 1)
-                   & F.col("rejected").isNull()), AnomalyKind.DEAD_LETTER, F.array(F.col("first_dead")))
+    early = ~beyond & F.col("first_dead").isNotNull() & (F.col("n") < F.col("m") + 1) & F.col("rejected").isNull()
+    emit(dlq.where(beyond | early), AnomalyKind.DEAD_LETTER,
+         F.when(beyond, F.array(F.col("extra"))).otherwise(F.array(F.col("first_dead"))))
 
     # --- lost ---------------------------------------------------------------------------------------
     delivered = deliveries.select(*H, *MSG).distinct().withColumn("delivered", F.lit(True))
