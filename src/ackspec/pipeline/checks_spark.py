@@ -147,15 +147,15 @@ def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkC
     resets = df.where(F.col("op").isin(*RESET_OPS)
                       & ((F.col("type") == "ok") | F.col("op").isin("crash", "disconnect"))).select(
         *H, "process", F.col("index").alias("reset_index"))
-    by_process = Window.partitionBy(*H, "process").orderBy(F.col("pos").desc()).rowsBetween(UNBOUNDED, 0)
-    reset_at = (deliveries.select(*H, "process", F.col("index").alias("pos"), F.lit(None).cast("long")
-                                  .alias("reset_index"), F.lit(True).alias("is_delivery"))
-                .unionByName(resets.select(*H, "process", F.col("reset_index").alias("pos"), "reset_index",
-                                           F.lit(False).alias("is_delivery")))
-                .withColumn("reset_at", F.min("reset_index").over(by_process))
-                .where("is_delivery").select(*H, F.col("pos").alias("index"), "reset_at"))
-    deliveries = deliveries.join(reset_at, [*H, "index"], "left").withColumn(
-        "reset_at", F.coalesce("reset_at", F.lit(INF)))
+    # reset_at: the first reset of the delivery's process after it, by one window over the deliveries
+    # and the resets together (no join back: the deliveries carry all their columns through it)
+    by_process = Window.partitionBy(*H, "process").orderBy(F.col("index").desc()).rowsBetween(UNBOUNDED, 0)
+    deliveries = (deliveries.withColumn("reset_index", F.lit(None).cast("long"))
+                  .withColumn("is_delivery", F.lit(True))
+                  .unionByName(resets.select(*H, "process", F.col("reset_index").alias("index"), "reset_index",
+                                             F.lit(False).alias("is_delivery")), allowMissingColumns=True)
+                  .withColumn("reset_at", F.coalesce(F.min("reset_index").over(by_process), F.lit(INF)))
+                  .where("is_delivery").drop("reset_index", "is_delivery"))
 
     # --- acknowledgements: target delivery of each ACK/NACK ----------------------------------
     settlements = (df.where(F.col("op").isin("ack", "nack") & (F.col("type") == "ok") & F.col("seq").isNotNull())

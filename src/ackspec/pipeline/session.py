@@ -1,7 +1,9 @@
 """The SparkSession of the pipeline: local and quiet by default, any cluster by URL.
 
 ``local[*]`` sized for a small machine (2 cores, 24 GiB): few shuffle partitions,
-4 GiB of driver memory, no UI, Spark's own logging at ERROR (the configuration in
+8 GiB of driver memory (in local mode the executors live in the driver JVM, so this is
+the heap every check runs in; ``ACKSPEC_SPARK_DRIVER_MEMORY`` overrides it), no UI,
+Spark's own logging at ERROR (the configuration in
 ``resources/log4j2.properties``) so the user sees ackspec's progress lines, not
 the JVM's start-up chatter. ``--master spark://...`` (or ``yarn``, ``k8s://...``)
 runs the same job on a cluster; under ``spark-submit`` the submitted master wins.
@@ -27,7 +29,7 @@ JAVA17_OPTIONS = " ".join(
 """Module openings Spark needs on Java 17 (Spark's launcher adds them too; harmless when repeated)."""
 
 LOCAL_SETTINGS: dict[str, str] = {
-    "spark.driver.memory": "4g",
+    "spark.driver.memory": "8g",
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
     "spark.sql.adaptive.enabled": "true",
