@@ -74,9 +74,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from proton import (
-    Collector,
     Condition,
-    Connection,
     Data,
     Described,
     Endpoint,
@@ -84,7 +82,6 @@ from proton import (
     Link,
     Message,
     Terminus,
-    Transport,
     symbol,
     uint,
     ulong,
@@ -106,6 +103,7 @@ from ackspec.adapters.base import (
 )
 from ackspec.adapters.settings import STOMP_STANDARD_CAPABILITIES, TargetSettings
 from ackspec.history import PRODUCER_HEADER, SEQ_HEADER, Recorder
+from ackspec.reference.amqp.pump import EnginePump, Fed, client_engine
 
 DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
@@ -213,21 +211,8 @@ class Wire:
             raise AdapterError(f"nothing listening at amqp://{opts.host}:{opts.port}: {exc}") from exc
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.setblocking(False)
-        self.conn = Connection()
-        self.conn.container = container
-        self.conn.hostname = opts.host
-        self.collector = Collector()
-        self.conn.collect(self.collector)
-        self.transport = Transport()
-        sasl = self.transport.sasl()
-        if opts.user is not None:
-            self.conn.user = opts.user
-            self.conn.password = opts.password or ""
-            sasl.allowed_mechs("PLAIN")
-            sasl.allow_insecure_mechs = True
-        else:
-            sasl.allowed_mechs("ANONYMOUS")
-        self.transport.bind(self.conn)
+        self.conn, self.transport, self.collector = client_engine(container, opts.host, opts.user, opts.password)
+        self.engine = EnginePump(self.transport, self.collector, on_event)
         self.closed = False  # socket gone (EOF, error or crash)
         self.output_done = False  # proton wrote its last frame (our close): read on until the peer's close
         self.error: str | None = None
@@ -236,7 +221,7 @@ class Wire:
 
     def flush(self) -> None:
         while not self.closed:
-            pending = self.transport.pending()
+            pending = self.engine.pending()
             if pending <= 0:
                 if pending < 0 and not self.output_done:
                     self.output_done = True
@@ -247,7 +232,7 @@ class Wire:
                     # kernel send a reset, and a broker may then drop frames it had not processed yet
                     # (RabbitMQ 3.10 lost dispositions written just before our close).
                 return
-            data = self.transport.peek(pending)
+            data = self.engine.peek(pending)
             if not data:
                 return
             try:
@@ -258,7 +243,7 @@ class Wire:
             except OSError as exc:
                 self._lost(f"send failed: {exc}")
                 return
-            self.transport.pop(sent)
+            self.engine.pop(sent)
 
     def pump(self, wait: float) -> None:
         """Write what is pending, read for up to ``wait`` seconds, dispatch events."""
@@ -284,34 +269,19 @@ class Wire:
         self.flush()
 
     def _push(self, data: bytes) -> None:
-        """Feed received bytes to proton, at most ``capacity()`` at a time (it refuses more)."""
-        view = memoryview(data)
-        while view:
-            capacity = self.transport.capacity()
-            if capacity < 0:
-                self._lost("transport closed for input")
-                return
-            if capacity == 0:
-                self.dispatch()
-                self.flush()
-                if self.transport.capacity() == 0:
-                    self._lost("transport input buffer stuck full")
-                    return
-                continue
-            self.transport.push(bytes(view[:capacity]))
-            view = view[capacity:]
-            if view:
-                self.dispatch()
+        """Feed received bytes to proton (in ``capacity()`` pieces; a full buffer is drained by writing)."""
+        fed = self.engine.feed(data, on_full=self._drain)
+        if fed is Fed.CLOSED:
+            self._lost("transport closed for input")
+        elif fed is Fed.STUCK:
+            self._lost("transport input buffer stuck full")
+
+    def _drain(self) -> None:
+        self.dispatch()
+        self.flush()
 
     def dispatch(self) -> None:
-        while True:
-            event = self.collector.peek()
-            if event is None:
-                return
-            try:
-                self.on_event(event)
-            finally:
-                self.collector.pop()
+        self.engine.dispatch()
 
     def _lost(self, why: str) -> None:
         if not self.closed:

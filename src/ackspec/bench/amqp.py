@@ -34,11 +34,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from proton import Collector, Connection, Delivery, Endpoint, Event, Link, Message, Transport, symbol
+from proton import Connection, Delivery, Endpoint, Event, Link, Message, Transport, symbol
 
 from ackspec.bench.targets import _free_port
 from ackspec.brokers import BROKERS
 from ackspec.errors import AckspecError
+from ackspec.reference.amqp.pump import EnginePump, Fed, client_engine
 
 WINDOW = 1000
 """Unsettled transfers in flight at most (amqp-unsettled-window)."""
@@ -79,21 +80,9 @@ class BenchConnection:
             raise AckspecError(f"bench: nothing listening at amqp://{ep.host}:{ep.port} ({exc})") from exc
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.setblocking(False)
-        self.conn = Connection()
-        self.conn.container = f"ackspec-bench-{uuid.uuid4().hex[:8]}"
-        self.conn.hostname = ep.host
-        self.collector = Collector()
-        self.conn.collect(self.collector)
-        self.transport = Transport()
-        sasl = self.transport.sasl()
-        if ep.user is not None:
-            self.conn.user = ep.user
-            self.conn.password = ep.password or ""
-            sasl.allowed_mechs("PLAIN")
-            sasl.allow_insecure_mechs = True
-        else:
-            sasl.allowed_mechs("ANONYMOUS")
-        self.transport.bind(self.conn)
+        self.conn, self.transport, self.collector = client_engine(
+            f"ackspec-bench-{uuid.uuid4().hex[:8]}", ep.host, ep.user, ep.password)
+        self.engine = EnginePump(self.transport, self.collector, self._on_event)
         self.on_event: Callable[[Event], None] = lambda _e: None
         self.conn.open()
         self.session = self.conn.session()
@@ -102,15 +91,16 @@ class BenchConnection:
 
     def pump(self, wait: float) -> None:
         """Write what proton has, read what the socket has (waiting at most ``wait``), handle events."""
-        while (pending := self.transport.pending()) > 0:
+        engine = self.engine
+        while (pending := engine.pending()) > 0:
             try:
-                sent = self.sock.send(self.transport.peek(pending) or b"")
+                sent = self.sock.send(engine.peek(pending))
             except BlockingIOError:
                 break
             except OSError as exc:
                 raise AckspecError(f"bench: {self.ep.label}: send failed: {exc}") from exc
-            self.transport.pop(sent)
-        writing = [self.sock] if self.transport.pending() > 0 else []
+            engine.pop(sent)
+        writing = [self.sock] if engine.pending() > 0 else []
         readable, _, _ = select.select([self.sock], writing, [], wait)
         if readable:
             try:
@@ -122,15 +112,9 @@ class BenchConnection:
             if data == b"":
                 raise AckspecError(f"bench: {self.ep.label}: connection closed by the broker "
                                    f"({self._condition() or 'no error'})")
-            view = memoryview(data or b"")
-            while view:
-                capacity = self.transport.capacity()
-                if capacity <= 0:
-                    raise AckspecError(f"bench: {self.ep.label}: transport closed ({self._condition()})")
-                self.transport.push(bytes(view[:capacity]))
-                view = view[capacity:]
-                self._dispatch()
-        self._dispatch()
+            if data and engine.feed(data) is not Fed.ALL:  # Fed.CLOSED or a buffer full (capacity 0)
+                raise AckspecError(f"bench: {self.ep.label}: transport closed ({self._condition()})")
+        engine.dispatch()
 
     def _condition(self) -> str:
         for cond in (self.conn.remote_condition, self.session.remote_condition, self.transport.condition):
@@ -138,14 +122,12 @@ class BenchConnection:
                 return f"{cond.name}: {cond.description}"
         return ""
 
-    def _dispatch(self) -> None:
-        while (event := self.collector.peek()) is not None:
-            if event.type in (Event.LINK_REMOTE_CLOSE, Event.SESSION_REMOTE_CLOSE, Event.CONNECTION_REMOTE_CLOSE):
-                cond = (event.link or event.session or event.connection).remote_condition  # type: ignore[union-attr]
-                if cond is not None:
-                    raise AckspecError(f"bench: {self.ep.label}: closed by the broker: {cond.name}: {cond.description}")
-            self.on_event(event)
-            self.collector.pop()
+    def _on_event(self, event: Event) -> None:
+        if event.type in (Event.LINK_REMOTE_CLOSE, Event.SESSION_REMOTE_CLOSE, Event.CONNECTION_REMOTE_CLOSE):
+            cond = (event.link or event.session or event.connection).remote_condition  # type: ignore[union-attr]
+            if cond is not None:
+                raise AckspecError(f"bench: {self.ep.label}: closed by the broker: {cond.name}: {cond.description}")
+        self.on_event(event)
 
     def wait(self, done: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + self.timeout

@@ -51,6 +51,7 @@ from proton import Delivery as PnDelivery
 
 from ackspec.reference.amqp.mapping import core_destination, encode_delivery, from_core, to_core
 from ackspec.reference.amqp.mutants import FrameRewriter
+from ackspec.reference.amqp.pump import EnginePump
 from ackspec.reference.amqp.sasl import SaslServer, SaslState
 from ackspec.reference.broker import (
     ACCEPT,
@@ -166,6 +167,7 @@ class AmqpConnection:
         self.collector = Collector()
         self.connection.collect(self.collector)
         self.transport.bind(self.connection)
+        self._engine = EnginePump(self.transport, self.collector, self._on_event, dispatch=self._dispatch)
         self.opened = False  # registered with the core
         self.finished = False  # core told about the end
         self.error: str | None = None
@@ -204,15 +206,9 @@ class AmqpConnection:
             data = self._rewriter.feed(data)
         # proton takes at most capacity() bytes per push: feed large reads in pieces, handling
         # the events of each piece (credit is still topped up only once, after the whole read)
-        view = memoryview(data)
-        while view:
-            capacity = self.transport.capacity()
-            if capacity <= 0:
-                break  # closed for input (capacity < 0); 0 cannot last since each piece is processed
-            self.transport.push(bytes(view[:capacity]))
-            view = view[capacity:]
-            if view:
-                self._dispatch()
+        # closed for input (capacity < 0) stops feeding; a full buffer (0) cannot last since each piece
+        # is processed; either way _process() below judges the transport
+        self._engine.feed(data)
         self._process()
 
     def _sasl_step(self, data: bytes) -> SaslState:
@@ -223,13 +219,7 @@ class AmqpConnection:
         """Bytes for the peer: SASL frames first, then (once authenticated) proton's AMQP output."""
         chunks = [self.sasl.data_to_send()]
         if self.sasl.state is SaslState.DONE:
-            while True:
-                pending = self.transport.pending()
-                if pending <= 0:
-                    break
-                chunk = self.transport.peek(pending) or b""
-                self.transport.pop(len(chunk))
-                chunks.append(bytes(chunk))
+            chunks.append(self._engine.take_output())
         return b"".join(chunks)
 
     @property
@@ -273,14 +263,7 @@ class AmqpConnection:
 
     def _dispatch(self) -> None:
         if _fast is None:
-            while True:
-                event = self.collector.peek()
-                if event is None:
-                    break
-                try:
-                    self._on_event(event)
-                finally:
-                    self.collector.pop()
+            self._engine.dispatch_events()
             return
         # Fast path (proton's C API through cproton): most events are transfers and dispositions or
         # are of no interest; only the rest pay for proton's Event wrapper (the broker's hottest loop).

@@ -58,7 +58,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proton import (
-    Collector,
     Condition,
     Described,
     Endpoint,
@@ -66,13 +65,12 @@ from proton import (
     Link,
     Message,
     Terminus,
-    Transport,
     symbol,
     ulong,
 )
-from proton import Connection as PnConnection
 from proton import Delivery as PnDelivery
 
+from ackspec.reference.amqp.pump import EnginePump, Fed, client_engine
 from ackspec.reference.client.errors import ConnectionLostError, JMSError
 from ackspec.reference.client.wire import ACK_TYPE_HEADER, WireEvents
 
@@ -161,21 +159,9 @@ class AmqpWire:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self._conn = PnConnection()
-        self._conn.container = f"ackspec-refclient-{os.getpid()}-{id(self):x}"
-        self._conn.hostname = host
-        self._collector = Collector()
-        self._conn.collect(self._collector)
-        self._transport = Transport()
-        sasl = self._transport.sasl()
-        if login is not None:
-            self._conn.user = login
-            self._conn.password = passcode or ""
-            sasl.allowed_mechs("PLAIN")
-            sasl.allow_insecure_mechs = True
-        else:
-            sasl.allowed_mechs("ANONYMOUS")
-        self._transport.bind(self._conn)
+        self._conn, self._transport, self._collector = client_engine(
+            f"ackspec-refclient-{os.getpid()}-{id(self):x}", host, login, passcode)
+        self._engine = EnginePump(self._transport, self._collector, self._on_event)
         self._conn.open()
         self._session = self._conn.session()
         self._session.open()
@@ -618,23 +604,16 @@ class AmqpWire:
             command()
 
     def _dispatch(self) -> None:
-        while True:
-            event = self._collector.peek()
-            if event is None:
-                return
-            try:
-                self._on_event(event)
-            finally:
-                self._collector.pop()
+        self._engine.dispatch()
 
     def _flush(self) -> None:
         while True:
-            pending = self._transport.pending()
+            pending = self._engine.pending()
             if pending <= 0:
                 if pending < 0 and not self._closed and self._closing_token is None and not self._said_goodbye:
                     self._fail(_condition_text(self._transport.condition) or "transport closed for output")
                 return
-            data = self._transport.peek(pending)
+            data = self._engine.peek(pending)
             if not data:
                 return
             try:
@@ -642,25 +621,20 @@ class AmqpWire:
             except BlockingIOError:
                 select.select([], [self._sock], [], 0.05)
                 continue
-            self._transport.pop(sent)
+            self._engine.pop(sent)
 
     def _push(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            capacity = self._transport.capacity()
-            if capacity < 0:
-                self._fail(_condition_text(self._transport.condition) or "transport closed for input")
-                return
-            if capacity == 0:
-                self._dispatch()
-                self._flush()
-                if self._transport.capacity() == 0:
-                    self._fail("transport input buffer stuck full")
-                    return
-                continue
-            self._transport.push(bytes(view[:capacity]))
-            view = view[capacity:]
+        fed = self._engine.feed(data, on_full=self._drain)
+        if fed is Fed.CLOSED:
+            self._fail(_condition_text(self._transport.condition) or "transport closed for input")
+        elif fed is Fed.STUCK:
+            self._fail("transport input buffer stuck full")
+        else:
             self._dispatch()
+
+    def _drain(self) -> None:
+        self._dispatch()
+        self._flush()
 
     def _io_loop(self) -> None:
         try:
