@@ -45,7 +45,7 @@ suite_run() {  # NAME URL PROFILE: one conformance run into $OUT/runs/NAME
 }
 
 broker_runs() {  # BROKER: start it, run the suite over each of its protocols, always stop it
-  local broker=$1 status=0
+  local broker=$1 status=0 name url profile
   bash brokers/start.sh "$broker" --fresh || return 1
   while read -r name url profile; do
     [ -n "$name" ] || continue
