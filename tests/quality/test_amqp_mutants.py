@@ -25,18 +25,14 @@ AMQP credit replaces) or are caught by the same tests as a listed one.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
+from concurrent.futures import Future
 
 import pytest
 
-from ackspec.conformance.config import NO_SHRINK_ENV
 from ackspec.reference.faults import MUTANTS
+
+from .runner import Verdicts, assert_caught, start_runs
 
 TARGET = "reference+amqp://embedded"
 
@@ -54,43 +50,19 @@ EXPECTED: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
 
 CLEAN_MODULES = ("amqp/test_durable", "suite/test_ack", "amqp/test_credit", "amqp/test_settlement",
                  "amqp/test_outcomes", "amqp/test_transactions")
-WORKERS = int(os.environ.get("ACKSPEC_QUALITY_WORKERS", "3"))
-
-
-def run_suite(out: Path, modules: tuple[str, ...], fault: str | None) -> dict[str, set[str]]:
-    cmd = [sys.executable, "-m", "ackspec", "run", "--target", TARGET, "--no-report", "--timeout", "1",
-           "--examples", "4", "--out", str(out)]
-    for module in modules:
-        cmd += ["--only", f"*{module}.py::*"]
-    if fault:
-        cmd += ["--fault", fault]
-    env = {**os.environ, NO_SHRINK_ENV: "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False, env=env)
-    results = out / "results.json"
-    assert results.exists(), f"no results ({proc.returncode}): {proc.stderr[-2000:]}"
-    verdicts: dict[str, set[str]] = {}
-    for t in json.loads(results.read_text())["tests"]:
-        verdicts.setdefault(t["verdict"], set()).add(t["requirement"])
-    return verdicts
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[dict[str, set[str]]]]]:
-    root = tmp_path_factory.mktemp("quality-amqp")
-    with ThreadPoolExecutor(WORKERS) as pool:
-        futures = {"(clean)": pool.submit(run_suite, root / "clean", CLEAN_MODULES, None)}
-        for mutant, (modules, _expected) in EXPECTED.items():
-            futures[mutant] = pool.submit(run_suite, root / mutant, modules, mutant)
-        yield futures
-        for f in futures.values():
-            f.cancel()
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Verdicts]]]:
+    yield from start_runs(tmp_path_factory.mktemp("quality-amqp"), CLEAN_MODULES, EXPECTED,
+                          pattern="*{module}.py::*", target=TARGET)
 
 
 def test_expected_mutants_exist() -> None:
     assert set(EXPECTED) <= set(MUTANTS)
 
 
-def test_clean_broker_has_no_failures(runs: dict[str, Future[dict[str, set[str]]]]) -> None:
+def test_clean_broker_has_no_failures(runs: dict[str, Future[Verdicts]]) -> None:
     verdicts = runs["(clean)"].result()
     assert not verdicts.get("fail"), f"failures against the clean broker over AMQP: {sorted(verdicts['fail'])}"
     assert not verdicts.get("error"), f"suite errors against the clean broker: {sorted(verdicts['error'])}"
@@ -98,9 +70,5 @@ def test_clean_broker_has_no_failures(runs: dict[str, Future[dict[str, set[str]]
 
 
 @pytest.mark.parametrize("mutant", sorted(EXPECTED))
-def test_mutant_is_caught_over_amqp(mutant: str, runs: dict[str, Future[dict[str, set[str]]]]) -> None:
-    _modules, expected = EXPECTED[mutant]
-    verdicts = runs[mutant].result()
-    failed = verdicts.get("fail", set())
-    assert failed & expected, f"mutant {mutant} not caught over AMQP as {sorted(expected)}; failures: {sorted(failed)}"
-    assert not verdicts.get("error"), f"suite errors under {mutant}: {sorted(verdicts['error'])}"
+def test_mutant_is_caught_over_amqp(mutant: str, runs: dict[str, Future[Verdicts]]) -> None:
+    assert_caught(mutant, EXPECTED, runs[mutant].result(), " over AMQP")

@@ -15,18 +15,14 @@ parametrized test waits for its own.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
+from concurrent.futures import Future
 
 import pytest
 
-from ackspec.conformance.config import NO_SHRINK_ENV
 from ackspec.reference.faults import MUTANTS
+
+from .runner import Verdicts, assert_caught, start_runs
 
 # mutant -> (suite modules to run, requirements of which at least one must fail)
 EXPECTED: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
@@ -73,38 +69,12 @@ EXPECTED: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
 
 CLEAN_MODULES = ("test_ack", "test_nack", "test_transactions", "test_receipts", "test_delivery", "test_frames",
                  "test_properties")
-WORKERS = int(os.environ.get("ACKSPEC_QUALITY_WORKERS", "3"))
-"""Concurrent suite runs (each mostly waits on sockets and receive timeouts)."""
-
-
-def run_suite(out: Path, modules: tuple[str, ...], fault: str | None) -> dict[str, set[str]]:
-    cmd = [sys.executable, "-m", "ackspec", "run", "--no-report", "--timeout", "1", "--examples", "4",
-           "--out", str(out)]
-    for module in modules:
-        cmd += ["--only", f"{module}.py::*"]
-    if fault:
-        cmd += ["--fault", fault]
-    env = {**os.environ, NO_SHRINK_ENV: "1"}  # the verdict is all we need: no shrinking
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False, env=env)
-    results = out / "results.json"
-    assert results.exists(), f"no results ({proc.returncode}): {proc.stderr[-2000:]}"
-    verdicts: dict[str, set[str]] = {}
-    for t in json.loads(results.read_text())["tests"]:
-        verdicts.setdefault(t["verdict"], set()).add(t["requirement"])
-    return verdicts
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[dict[str, set[str]]]]]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Verdicts]]]:
     """Every suite run of this module, started at once on a small pool (clean run first)."""
-    root = tmp_path_factory.mktemp("quality")
-    with ThreadPoolExecutor(WORKERS) as pool:
-        futures = {"(clean)": pool.submit(run_suite, root / "clean", CLEAN_MODULES, None)}
-        for mutant in sorted(EXPECTED, key=lambda m: (-len(EXPECTED[m][0]), m)):  # longest runs first
-            futures[mutant] = pool.submit(run_suite, root / mutant, EXPECTED[mutant][0], mutant)
-        yield futures
-        for f in futures.values():
-            f.cancel()
+    yield from start_runs(tmp_path_factory.mktemp("quality"), CLEAN_MODULES, EXPECTED, pattern="{module}.py::*")
 
 
 def test_every_mutant_has_an_expectation() -> None:
@@ -112,15 +82,11 @@ def test_every_mutant_has_an_expectation() -> None:
 
 
 @pytest.mark.parametrize("mutant", sorted(EXPECTED))
-def test_mutant_is_caught(mutant: str, runs: dict[str, Future[dict[str, set[str]]]]) -> None:
-    _modules, expected = EXPECTED[mutant]
-    verdicts = runs[mutant].result()
-    failed = verdicts.get("fail", set())
-    assert failed & expected, f"mutant {mutant} not caught as {sorted(expected)}; failures: {sorted(failed)}"
-    assert not verdicts.get("error"), f"suite errors under {mutant}: {sorted(verdicts['error'])}"
+def test_mutant_is_caught(mutant: str, runs: dict[str, Future[Verdicts]]) -> None:
+    assert_caught(mutant, EXPECTED, runs[mutant].result())
 
 
-def test_clean_reference_broker_passes(runs: dict[str, Future[dict[str, set[str]]]]) -> None:
+def test_clean_reference_broker_passes(runs: dict[str, Future[Verdicts]]) -> None:
     verdicts = runs["(clean)"].result()
     bad = {v: sorted(r) for v, r in verdicts.items() if v in ("fail", "error", "stale", "indeterminate")}
     assert not bad, f"the clean reference broker is reported non-conformant: {bad}"
