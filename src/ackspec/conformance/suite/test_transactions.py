@@ -10,12 +10,29 @@ from __future__ import annotations
 
 import pytest
 
-from ackspec.adapters.base import AckMode, Capability
+from ackspec.adapters.base import AckMode, Capability, Client
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.rawstomp import frame
 from ackspec.conformance.verdicts import Checks, check
 
 requirement = pytest.mark.requirement
+
+
+def _acked_in_transaction(harness: Harness, requirement_id: str, *,
+                          persistent: bool = False) -> tuple[Client, str, str, str]:
+    """Two messages received on a client-individual subscription and ACKed inside an open transaction.
+
+    Returns the client, the queue, the subscription and the transaction, for the test to commit, abort or crash.
+    """
+    q = harness.queue()
+    c1 = harness.client()
+    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c1, q, range(2), persistent=persistent)
+    got = harness.expect_n(c1, sub, 2, requirement_id)
+    tx = c1.begin("tx1")
+    for d in got:
+        c1.ack(d, transaction=tx)
+    return c1, q, sub, tx
 
 
 @requirement("STOMP-TX-SEND-INVISIBLE", "STOMP-TX-COMMIT-ATOMIC")
@@ -68,14 +85,7 @@ def test_tx_disconnect_aborts_sends(harness: Harness) -> None:
 @requirement("STOMP-ACK-IN-TRANSACTION", "STOMP-TX-COMMIT-ATOMIC")
 def test_tx_acks_take_effect_at_commit(harness: Harness) -> None:
     harness.require(Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.ACK_CLIENT_INDIVIDUAL)
-    q = harness.queue()
-    c1 = harness.client()
-    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.send_seq(c1, q, range(2))
-    got = harness.expect_n(c1, sub, 2, "STOMP-ACK-IN-TRANSACTION")
-    tx = c1.begin("tx1")
-    for d in got:
-        c1.ack(d, transaction=tx)
+    c1, q, _sub, tx = _acked_in_transaction(harness, "STOMP-ACK-IN-TRANSACTION")
     c1.commit(tx)
     c1.disconnect()
     back = seqs(harness.drain(q))
@@ -85,14 +95,7 @@ def test_tx_acks_take_effect_at_commit(harness: Harness) -> None:
 @requirement("STOMP-TX-ABORT-ACKS-UNDONE", "STOMP-ACK-IN-TRANSACTION")
 def test_tx_abort_undoes_acks(harness: Harness) -> None:
     harness.require(Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.ACK_CLIENT_INDIVIDUAL)
-    q = harness.queue()
-    c1 = harness.client()
-    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.send_seq(c1, q, range(2))
-    got = harness.expect_n(c1, sub, 2, "STOMP-TX-ABORT-ACKS-UNDONE")
-    tx = c1.begin("tx1")
-    for d in got:
-        c1.ack(d, transaction=tx)
+    c1, q, sub, tx = _acked_in_transaction(harness, "STOMP-TX-ABORT-ACKS-UNDONE")
     c1.abort(tx)
     # whether they come back on the live subscription is left open; after it ends they must
     live = seqs(harness.barrier(c1, q, c1, sub))
@@ -106,14 +109,7 @@ def test_tx_abort_undoes_acks(harness: Harness) -> None:
 def test_tx_crash_undoes_acks(harness: Harness) -> None:
     harness.require(Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.ABRUPT_DISCONNECT,
                     Capability.ACK_CLIENT_INDIVIDUAL)
-    q = harness.queue()
-    c1 = harness.client()
-    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.send_seq(c1, q, range(2), persistent=True)
-    got = harness.expect_n(c1, sub, 2, "STOMP-TX-DISCONNECT-ABORTS")
-    tx = c1.begin("tx1")
-    for d in got:
-        c1.ack(d, transaction=tx)
+    c1, q, _sub, _tx = _acked_in_transaction(harness, "STOMP-TX-DISCONNECT-ABORTS", persistent=True)
     c1.crash()
     c2 = harness.client()
     sub2 = c2.subscribe(q, ack=AckMode.AUTO)
