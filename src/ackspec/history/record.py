@@ -42,6 +42,14 @@ Field meanings (all but ``run``, ``index``, ``type``, ``op``, ``process`` and
 ``limit``         the bound in force: prefetch, credit or publish window size
 ``error``         error text for ``fail``/``info``
 ``value``         free-form JSON-compatible extra data (kept small)
+
+Intent records (``op`` ``expect``, added without a version bump: older histories
+simply have none) are not operations on the target but what the test *meant*:
+``value`` ``{"expect": "delivered"}`` says every message the test sent is meant to
+be consumed by its end, ``{"expect": "left"}`` or ``{"expect": "dropped"}`` that
+the messages in the record's scope (``destination``, ``producer``, ``seq``; an
+absent field matches any) are left on the broker or dropped on purpose. The loss
+check reads them (see :class:`Intent` and ``docs/history-format.md``).
 """
 
 from __future__ import annotations
@@ -85,6 +93,25 @@ class Op(StrEnum):
     RECOVER = "recover"  # JMS Session.recover
     CONFIRM = "confirm"  # asynchronous send completion (JMS 7.3 callback, publish-window ack)
     FLOW = "flow"  # credit / prefetch / window granted
+    EXPECT = "expect"  # the test's intent about its messages (see Intent): a declaration, not an operation
+
+
+class Intent(StrEnum):
+    """What an ``expect`` record declares about the messages in its scope (``value["expect"]``).
+
+    A message sent in a history that declares ``delivered`` for it must have been consumed
+    by the end of the test, so a confirmed send that never arrived is a loss. ``left`` and
+    ``dropped`` exempt messages the test leaves on the broker or drops on purpose (an
+    undrained dead-letter queue, credit never granted) and win over ``delivered``.
+    """
+
+    DELIVERED = "delivered"  # every message in scope is meant to be consumed by the end of the test
+    LEFT = "left"  # deliberately left on the broker (never consumed by the test)
+    DROPPED = "dropped"  # deliberately dropped: NACKed to an undrained dead-letter queue, expired, discarded
+
+
+INTENT_KEY = "expect"
+"""Key of ``value`` in an ``expect`` record that holds the :class:`Intent`."""
 
 
 @dataclass(frozen=True, slots=True)
