@@ -77,6 +77,24 @@ class Listener(Protocol):
     async def stop(self) -> None: ...
 
 
+class Egress(Protocol):
+    """Where a STOMP connection's output goes instead of ``transport.write`` (``BrokerServer(egress=...)``).
+
+    Off by default (None): output goes straight to the transport. Benchmarks plug in a delay line
+    here (benchmarks/rtt_bench.py), the in-process equivalent of netem on the broker's interface."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None:
+        """Close the transport once everything written before has gone out."""
+
+    def connection_lost(self) -> None:
+        """The transport is gone: drop what is still queued."""
+
+
+EgressFactory = Callable[[asyncio.Transport], Egress]
+
+
 class BrokerServer:
     """The reference broker on an asyncio loop. Use :meth:`start` / :meth:`stop` inside the loop."""
 
@@ -94,7 +112,10 @@ class BrokerServer:
         max_connections: int = 1000,
         control: tuple[str, int] | None = None,
         amqp: tuple[str, int] | None = None,
+        egress: EgressFactory | None = None,
     ) -> None:
+        self.egress = egress
+        """Optional wrapper of each STOMP connection's output (see :class:`Egress`); None = the transport."""
         self.amqp_address = amqp
         """AMQP 1.0 listener (host, port); port 0 = ephemeral, the bound one after :meth:`start`."""
         self.amqp_listener: AmqpListener | None = None
@@ -388,6 +409,7 @@ class _StompProtocol(asyncio.Protocol):
         self.session = server.new_session()
         self.session.on_output = lambda: server.mark_dirty(self)
         self.transport: asyncio.Transport | None = None
+        self.egress: Egress | None = None
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -405,6 +427,8 @@ class _StompProtocol(asyncio.Protocol):
             self.closed = True
             self.server.hub.detach(self.session.conn_id)
             return
+        if self.server.egress is not None:
+            self.egress = self.server.egress(self.transport)
         self.server.protocols[self.session.conn_id] = self
 
     def data_received(self, data: bytes) -> None:
@@ -423,11 +447,18 @@ class _StompProtocol(asyncio.Protocol):
         if self.closed or self.transport is None:
             return
         data = self.session.take_output()
+        egress = self.egress
         if data:
-            self.transport.write(data)
+            if egress is None:
+                self.transport.write(data)
+            else:
+                egress.write(data)
         if self.session.close_requested:
             self.closed = True
-            self.transport.close()
+            if egress is None:
+                self.transport.close()
+            else:
+                egress.close()
             self.server.protocols.pop(self.session.conn_id, None)
 
     def pause_writing(self) -> None:
@@ -440,6 +471,8 @@ class _StompProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.egress is not None:
+            self.egress.connection_lost()
         self.server.protocols.pop(self.session.conn_id, None)
         self.session.connection_lost()
         self.server.flush()
@@ -471,7 +504,9 @@ class EmbeddedBroker:
         control: bool | tuple[str, int] = False,
         trace: bool = False,
         amqp: bool | tuple[str, int] = False,
+        egress: EgressFactory | None = None,
     ) -> None:
+        self.egress = egress
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None and persistent:
             self._tmp = tempfile.TemporaryDirectory(prefix="ackspec-broker-")
@@ -522,7 +557,7 @@ class EmbeddedBroker:
         self.server = BrokerServer(host=self.host, port=self.port, data_dir=self.data_dir,
                                    core_config=self.core_config, session_config=self.session_config,
                                    auth=self.auth, faults=self.faults, tracer=self.tracer, control=control,
-                                   amqp=self.amqp)
+                                   amqp=self.amqp, egress=self.egress)
         await self.server.start()
         self.amqp = self.server.amqp_address  # keep the bound port across restarts
         self.port = self.server.port
