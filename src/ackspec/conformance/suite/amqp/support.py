@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ackspec.adapters.amqp_proton import ProtonClient
 from ackspec.adapters.base import Delivery, NotSupported
-from ackspec.conformance.harness import SENTINEL_HEADER, Harness
+from ackspec.conformance.harness import SENTINEL_HEADER, Harness, seqs
 
 AMQP = "amqp"
 """The pseudo-capability an AMQP-only test needs: a target driven over AMQP 1.0."""
@@ -18,6 +18,14 @@ def amqp_client(harness: Harness, process: str | None = None) -> ProtonClient:
     if not isinstance(client, ProtonClient):
         raise NotSupported(AMQP, f"{harness.adapter.name} is not the proton driver")
     return client
+
+
+def live_then_drained(harness: Harness, c: ProtonClient, q: str, sub: str) -> tuple[list[int], list[int]]:
+    """Seqs delivered again on the live link ``sub`` up to a barrier, then those a fresh consumer drains
+    from ``q`` once ``c`` has disconnected: the two places a settled message must not come back."""
+    live = seqs(harness.barrier(c, q, c, sub))
+    c.disconnect()
+    return live, seqs(harness.drain(q))
 
 
 def amqp_count(delivery: Delivery) -> int | None:
