@@ -9,27 +9,42 @@ from __future__ import annotations
 
 import pytest
 
+from ackspec.adapters.amqp_proton import ProtonClient
 from ackspec.adapters.base import AckMode, AdapterError, Capability, NackOutcome
 from ackspec.conformance.harness import Harness, seqs
-from ackspec.conformance.suite.amqp.support import amqp_client, amqp_count, first_acquirer
+from ackspec.conformance.suite.amqp.support import amqp_client, amqp_count, first_acquirer, live_then_drained
 from ackspec.conformance.verdicts import Checks, RequirementViolation, check
 
 requirement = pytest.mark.requirement
 
+SETTLING = (Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
+"""What every test here needs: a queue and deliveries the test settles itself."""
+OUTCOMES = (*SETTLING, Capability.NACK_OUTCOMES)
+"""... and settling them with an outcome other than accepted."""
+
+
+def _unsettled_link(harness: Harness, count: int = 1, *, prefetch: int | None = None,
+                    needs: tuple[Capability, ...] = OUTCOMES) -> tuple[ProtonClient, str, str]:
+    """Seqs ``0 .. count-1`` sent to a fresh queue with an unsettled (client-individual) link on it.
+
+    The set-up of every test here; returns the client, the queue and the link, for the test to
+    receive and settle with the outcome it checks.
+    """
+    harness.require(*needs)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=prefetch)
+    harness.send_seq(c, q, range(count))
+    return c, q, sub
+
 
 @requirement("AMQP-3.4.2-ACCEPTED-RETIRES", "AMQP-3.5.2-NO-RESEND-ACCEPTED")
 def test_accepted_retires(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
-    c = amqp_client(harness)
-    q = harness.queue()
-    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=5)
-    harness.send_seq(c, q, range(3))
+    c, q, sub = _unsettled_link(harness, 3, prefetch=5, needs=SETTLING)
     got = harness.expect_n(c, sub, 3, "AMQP-3.4.2-ACCEPTED-RETIRES")
     for d in got:
         c.ack(d)
-    live = seqs(harness.barrier(c, q, c, sub))
-    c.disconnect()
-    later = seqs(harness.drain(q, process="drain"))
+    live, later = live_then_drained(harness, c, q, sub)
     checks = Checks()
     checks.check(not live, "AMQP-3.5.2-NO-RESEND-ACCEPTED", f"accepted deliveries sent again on the link: {live}")
     checks.check(not later, "AMQP-3.4.2-ACCEPTED-RETIRES", f"accepted messages still on the queue: {later}")
@@ -40,11 +55,7 @@ def test_accepted_retires(harness: Harness) -> None:
 def test_first_delivery_header(harness: Harness) -> None:
     """delivery-count 0 on a first delivery. (first-acquirer may be false on it: false only means
     "may have been acquired before", and is the default when a broker omits the field.)"""
-    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
-    c = amqp_client(harness)
-    q = harness.queue()
-    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.send_seq(c, q, range(2))
+    c, _q, sub = _unsettled_link(harness, 2, needs=SETTLING)
     got = harness.expect_n(c, sub, 2, "AMQP-3.2.1-DELIVERY-COUNT-FIRST-ZERO")
     check(all(amqp_count(d) == 0 for d in got), "AMQP-3.2.1-DELIVERY-COUNT-FIRST-ZERO",
           f"first deliveries have delivery-count {[amqp_count(d) for d in got]}")
@@ -52,11 +63,7 @@ def test_first_delivery_header(harness: Harness) -> None:
 
 @requirement("AMQP-3.4.4-RELEASED-AVAILABLE", "AMQP-3.4.4-RELEASED-NO-COUNT")
 def test_released_redelivered_without_count(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES)
-    c = amqp_client(harness)
-    q = harness.queue()
-    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
-    harness.send_seq(c, q, [0])
+    c, _q, sub = _unsettled_link(harness, prefetch=1)
     first = harness.expect_n(c, sub, 1, "AMQP-3.4.4-RELEASED-AVAILABLE")[0]
     c.nack(first, outcome=NackOutcome.RELEASED)
     again = c.receive(sub)
@@ -70,11 +77,7 @@ def test_released_redelivered_without_count(harness: Harness) -> None:
 
 @requirement("AMQP-3.2.1-FIRST-ACQUIRER")
 def test_released_message_is_not_first_acquired_again(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES)
-    c = amqp_client(harness)
-    q = harness.queue()
-    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
-    harness.send_seq(c, q, [0])
+    c, _q, sub = _unsettled_link(harness, prefetch=1)
     first = harness.expect_n(c, sub, 1, "AMQP-3.2.1-FIRST-ACQUIRER")[0]
     c.nack(first, outcome=NackOutcome.RELEASED)
     again = harness.expect_n(c, sub, 1, "AMQP-3.2.1-FIRST-ACQUIRER", "redelivery")[0]
@@ -85,11 +88,7 @@ def test_released_message_is_not_first_acquired_again(harness: Harness) -> None:
 
 @requirement("AMQP-3.4.5-MODIFIED-FAILED-COUNTS")
 def test_modified_delivery_failed_counts(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES)
-    c = amqp_client(harness)
-    q = harness.queue()
-    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
-    harness.send_seq(c, q, [0])
+    c, _q, sub = _unsettled_link(harness, prefetch=1)
     counts = []
     for _ in range(3):
         d = c.receive(sub)
@@ -106,11 +105,7 @@ def test_modified_delivery_failed_counts(harness: Harness) -> None:
 
 @requirement("AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE")
 def test_modified_undeliverable_here_not_redelivered_to_link(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES)
-    c = amqp_client(harness)
-    q = harness.queue()
-    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=2)
-    harness.send_seq(c, q, [0])
+    c, q, sub = _unsettled_link(harness, prefetch=2)
     first = harness.expect_n(c, sub, 1, "AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE")[0]
     c.nack(first, outcome=NackOutcome.MODIFIED_UNDELIVERABLE)
     back = seqs(harness.barrier(c, q, c, sub))
@@ -120,11 +115,7 @@ def test_modified_undeliverable_here_not_redelivered_to_link(harness: Harness) -
 
 @requirement("AMQP-3.4.5-MODIFIED-ANNOTATIONS")
 def test_modified_annotations_merged_into_later_deliveries(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES)
-    c = amqp_client(harness)
-    q = harness.queue()
-    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=2)
-    harness.send_seq(c, q, [0])
+    c, q, sub = _unsettled_link(harness, prefetch=2)
     first = harness.expect_n(c, sub, 1, "AMQP-3.4.5-MODIFIED-ANNOTATIONS")[0]
     note = "x-opt-ackspec-note"
     try:
@@ -147,16 +138,10 @@ def test_modified_annotations_merged_into_later_deliveries(harness: Harness) -> 
 
 @requirement("AMQP-3.4-OUTCOMES")
 def test_rejected_not_redelivered(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK_OUTCOMES)
-    c = amqp_client(harness)
-    q = harness.queue()
-    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=2)
-    harness.send_seq(c, q, [0])
+    c, q, sub = _unsettled_link(harness, prefetch=2)
     first = harness.expect_n(c, sub, 1, "AMQP-3.4-OUTCOMES")[0]
     c.nack(first, outcome=NackOutcome.REJECTED)
-    live = seqs(harness.barrier(c, q, c, sub))
-    c.disconnect()
-    later = seqs(harness.drain(q))
+    live, later = live_then_drained(harness, c, q, sub)
     check(0 not in live + later, "AMQP-3.4-OUTCOMES",
           f"rejected message delivered again (live {live}, to a new consumer {later})")
 
