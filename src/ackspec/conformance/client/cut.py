@@ -57,6 +57,7 @@ class ClientFeature(StrEnum):
     SELECTOR = "selector"
     PREFETCH = "prefetch"
     HEARTBEAT = "heartbeat"  # the open option heart_beat="cx,cy" (STOMP CONNECT heart-beat offer)
+    DEAD_PEER = "dead-peer"  # promises to drop a peer silent beyond the heart-beat interval (a MAY rule made a check)
     CLOSE_CONSUMER = "close-consumer"  # MessageConsumer.close (ends a blocked receive, waits for a listener)
 
 
