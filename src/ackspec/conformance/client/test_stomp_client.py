@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
+
+import pytest
 
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, NotApplicable
 from ackspec.conformance.markers import requirement
+from ackspec.reference.confirmations import ConfirmationProxy
+from ackspec.reference.faults import FaultRule
 from ackspec.reference.stomp import Frame
 
 MakeCut = Callable[..., ClientUnderTest]
@@ -15,6 +20,27 @@ MakeCut = Callable[..., ClientUnderTest]
 
 def frames(env: Env, command: str) -> list[tuple[int, Frame]]:
     return [(n, f) for n, f in env.stomp_proxy.client_frames if f.command == command]
+
+
+def connection_of(proxy: ConfirmationProxy) -> int:
+    """The proxy's number of the one connection the client under test opened so far."""
+    [link] = {n for n, f in proxy.client_frames if f.command in ("CONNECT", "STOMP")}
+    return link
+
+
+def hung_up(proxy: ConfirmationProxy, link: int) -> bool:
+    """Has the client closed its end of ``link``? A barrier, not a wait.
+
+    Once the proxy has read everything the client wrote so far (``settle``), a closed client
+    socket shows as end-of-file on the proxy's reader. ``closed_links`` is no use here: the
+    proxy records a link there only after it has drained what was in flight on it."""
+    proxy.settle()
+    with proxy._lock:
+        live = {x.number: x for x in proxy._links}
+    if link not in live:
+        return True
+    reader = live[link].client_reader
+    return reader is None or reader.at_eof()
 
 
 @requirement("STOMP-CONNECT-HOST")
@@ -37,8 +63,8 @@ def test_disconnect_waits_for_its_receipt_and_sends_nothing_after(make_cut: Make
     assert held, "the client closed without a DISCONNECT carrying a receipt"
     link = held[0].connection
     # The broker's RECEIPT took a round trip to come back, far longer than a client needs to close
-    # its socket right after DISCONNECT, so a client that does not wait is closed by now.
-    assert link not in env.stomp_proxy.closed_links, "the client closed its socket before the DISCONNECT receipt"
+    # its socket right after DISCONNECT, so a client that does not wait has hung up by now.
+    assert not hung_up(env.stomp_proxy, link), "the client closed its socket before the DISCONNECT receipt"
     gate.release()
     closing.wait()
     env.stomp_proxy.wait(lambda: link in env.stomp_proxy.closed_links, TIMEOUT)
@@ -78,6 +104,8 @@ INTERVAL_MS = 40
 MARGIN = 5
 """A heart-beat gap may be up to MARGIN x the interval: the machine is shared, and STOMP asks
 receivers to allow a margin too. A client that does not heart-beat at all leaves gaps of seconds."""
+DEAD_PEER_WAIT = 50 * INTERVAL_MS / 1000
+"""How long a silent broker is given before a client that promises dead-peer detection has failed."""
 
 
 @requirement("STOMP-HEARTBEAT-NEGOTIATION")
@@ -86,7 +114,7 @@ def test_client_heart_beats_at_the_negotiated_interval(make_cut: MakeCut, env: E
     cut = make_cut(heart_beat=f"{INTERVAL_MS},0")
     proxy = env.stomp_proxy  # not applicable to an AMQP client
     cut.require(ClientFeature.HEARTBEAT)
-    [link] = {n for n, f in proxy.client_frames if f.command in ("CONNECT", "STOMP")}
+    link = connection_of(proxy)
     offer = next(f.get("heart-beat") for n, f in proxy.client_frames if n == link)
     assert offer is not None and re.fullmatch(r"\d+,\d+", offer), f"malformed heart-beat offer {offer!r}"
 
@@ -100,12 +128,44 @@ def test_client_heart_beats_at_the_negotiated_interval(make_cut: MakeCut, env: E
     assert max(gaps) <= MARGIN * INTERVAL_MS / 1000, f"heart-beat gaps {gaps} exceed the interval"
 
 
+ROUND = 5
+"""Receipted sends in the no-heart-beat round, each receipt held back by the broker for 2 would-be intervals."""
+
+
+@requirement("STOMP-HEARTBEAT-NONE-WHEN-ZERO")
+@pytest.mark.parametrize(("offer", "answer"), [("0,0", f"0,{INTERVAL_MS}"), (f"{INTERVAL_MS},0", "0,0")],
+                         ids=["client-cannot-send", "server-wants-none"])
+def test_client_sends_no_heart_beats_when_none_were_negotiated(make_cut: MakeCut, env: Env, offer: str,
+                                                                answer: str) -> None:
+    env._proxy.connected_heart_beat = answer
+    cut = make_cut(heart_beat=offer)
+    proxy = env.stomp_proxy  # not applicable to an AMQP client
+    cut.require(ClientFeature.HEARTBEAT, ClientFeature.SYNC_SEND_CONFIRMED)
+    link = connection_of(proxy)
+    q = env.queue()
+    delay = 2 * INTERVAL_MS / 1000
+    env.broker.faults.add(FaultRule(destination=q, receipt_delay=delay))
+    p = cut.producer(cut.session())
+    started = time.monotonic()
+    for i in range(ROUND):  # each send returns on its late receipt: the client is idle meanwhile
+        cut.sync_send(p, q, b"%d" % i)
+    spanned = time.monotonic() - started
+    assert spanned >= ROUND * delay, f"the round took {spanned:.3f}s: receipts were not delayed, nothing was checked"
+    assert proxy.settle(), "the proxy did not catch up with what the client wrote"
+    beats = [t - started for n, t, beat in proxy.client_writes if n == link and beat]
+    assert not beats, (f"heart-beats at {[round(b, 3) for b in beats]}s of the {spanned:.3f}s round although "
+                       f"none were negotiated (offer {offer}, answer {answer})")
+
+
 @requirement("STOMP-HEARTBEAT-DEAD-PEER")
 def test_client_drops_a_silent_broker(make_cut: MakeCut, env: Env) -> None:
     env._proxy.connected_heart_beat = f"{INTERVAL_MS},0"  # the server promises a beat every 40 ms (and sends none)
     cut = make_cut(heart_beat=f"0,{INTERVAL_MS}")
     proxy = env.stomp_proxy  # not applicable to an AMQP client
     cut.require(ClientFeature.HEARTBEAT)
-    [link] = {n for n, f in proxy.client_frames if f.command in ("CONNECT", "STOMP")}
-    if not proxy.wait(lambda: link in proxy.closed_links, TIMEOUT):
+    link = connection_of(proxy)
+    dropped = proxy.wait(lambda: link in proxy.closed_links, DEAD_PEER_WAIT)
+    if ClientFeature.DEAD_PEER in cut.features:
+        assert dropped, f"{cut.name} promises dead-peer detection but kept a silent broker for {DEAD_PEER_WAIT}s"
+    elif not dropped:
         raise NotApplicable(f"{cut.name} does not treat a silent broker as dead (a MAY rule)")
