@@ -9,22 +9,50 @@ from __future__ import annotations
 
 import pytest
 
+from ackspec.adapters.amqp_proton import ProtonClient
 from ackspec.adapters.base import AckMode, AdapterError, Capability
 from ackspec.conformance.harness import Harness, seqs
-from ackspec.conformance.suite.amqp.support import amqp_client
+from ackspec.conformance.suite.amqp.support import amqp_client, live_then_drained
 from ackspec.conformance.verdicts import Checks, check
 
 requirement = pytest.mark.requirement
 
 
-@requirement("AMQP-4.2-DECLARE", "AMQP-4.4.1-POSTING-INVISIBLE", "AMQP-4.4.1-SAME-TRANSACTION")
-def test_transactional_transfers_invisible_until_commit(harness: Harness) -> None:
+def _declared_with_a_watcher(harness: Harness) -> tuple[ProtonClient, ProtonClient, str, str, str]:
+    """A producer with a declared transaction and a consumer already listening on the queue it will post to.
+
+    Returns the producer, the consumer, the queue, the consumer's link and the transaction id.
+    """
     harness.require(Capability.QUEUES, Capability.TRANSACTIONS)
     producer = amqp_client(harness, "producer")
     consumer = amqp_client(harness, "consumer")
     q = harness.queue()
     sub = consumer.subscribe(q, ack=AckMode.AUTO)
     tx = producer.begin("tx1")  # declare: a failure here is AMQP-4.2-DECLARE
+    return producer, consumer, q, sub, tx
+
+
+def _accepted_in_transaction(harness: Harness) -> tuple[ProtonClient, str, str, str]:
+    """Two messages received on an unsettled link and accepted inside a declared, open transaction.
+
+    Returns the client, the queue, the link and the transaction id, for the test to commit or roll back.
+    """
+    harness.require(Capability.QUEUES, Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK,
+                    Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+    q = harness.queue()
+    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
+    harness.send_seq(c, q, range(2))
+    got = harness.expect_n(c, sub, 2, "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE")
+    tx = c.begin("tx1")
+    for d in got:
+        c.ack(d, transaction=tx)
+    return c, q, sub, tx
+
+
+@requirement("AMQP-4.2-DECLARE", "AMQP-4.4.1-POSTING-INVISIBLE", "AMQP-4.4.1-SAME-TRANSACTION")
+def test_transactional_transfers_invisible_until_commit(harness: Harness) -> None:
+    producer, consumer, q, sub, tx = _declared_with_a_watcher(harness)
     results = [producer.send(q, f"m{i}".encode(), seq=i, producer="p1", transaction=tx) for i in range(3)]
     early = seqs(harness.barrier(producer, q, consumer, sub))
     checks = Checks()
@@ -40,12 +68,7 @@ def test_transactional_transfers_invisible_until_commit(harness: Harness) -> Non
 
 @requirement("AMQP-4.4.1-POSTING-INVISIBLE")
 def test_rollback_discards_transfers(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.TRANSACTIONS)
-    producer = amqp_client(harness, "producer")
-    consumer = amqp_client(harness, "consumer")
-    q = harness.queue()
-    sub = consumer.subscribe(q, ack=AckMode.AUTO)
-    tx = producer.begin("tx1")
+    producer, consumer, q, sub, tx = _declared_with_a_watcher(harness)
     harness.send_seq(producer, q, range(3), transaction=tx)
     producer.abort(tx)
     leaked = seqs(harness.barrier(producer, q, consumer, sub))
@@ -54,36 +77,16 @@ def test_rollback_discards_transfers(harness: Harness) -> None:
 
 @requirement("AMQP-4.4.2-RETIREMENT-ON-DISCHARGE")
 def test_transactional_accept_applied_at_commit(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK,
-                    Capability.ACK_CLIENT_INDIVIDUAL)
-    c = amqp_client(harness)
-    q = harness.queue()
-    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.send_seq(c, q, range(2))
-    got = harness.expect_n(c, sub, 2, "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE")
-    tx = c.begin("tx1")
-    for d in got:
-        c.ack(d, transaction=tx)
+    c, q, sub, tx = _accepted_in_transaction(harness)
     c.commit(tx)
-    live = seqs(harness.barrier(c, q, c, sub))
-    c.disconnect()
-    later = seqs(harness.drain(q))
+    live, later = live_then_drained(harness, c, q, sub)
     check(not live and not later, "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE",
           f"messages accepted in a committed transaction came back (live {live}, later {later})")
 
 
 @requirement("AMQP-4.4.2-RETIREMENT-ON-DISCHARGE")
 def test_transactional_accept_undone_at_rollback(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK,
-                    Capability.ACK_CLIENT_INDIVIDUAL)
-    c = amqp_client(harness)
-    q = harness.queue()
-    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.send_seq(c, q, range(2))
-    got = harness.expect_n(c, sub, 2, "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE")
-    tx = c.begin("tx1")
-    for d in got:
-        c.ack(d, transaction=tx)
+    c, q, sub, tx = _accepted_in_transaction(harness)
     c.abort(tx)  # the outcomes are not applied; the driver gives the deliveries back (modified, failed)
     live = harness.barrier(c, q, c, sub, ack_each=True)
     c.disconnect()
