@@ -1,8 +1,10 @@
 """The history record format round-trips and refuses what it cannot read."""
 
+from pathlib import Path
+
 import pytest
 
-from ackspec.history import HistoryFormatError, Op, Record, Recorder, RecordType
+from ackspec.history import INTENT_KEY, HistoryFormatError, Intent, Op, Record, Recorder, RecordType
 
 
 def test_record_round_trips_through_json() -> None:
@@ -28,7 +30,7 @@ def test_bad_lines_get_one_readable_error(line: str, fragment: str) -> None:
         Record.from_json(line)
 
 
-def test_recorder_pairs_invoke_and_completion(tmp_path) -> None:
+def test_recorder_pairs_invoke_and_completion(tmp_path: Path) -> None:
     path = tmp_path / "h.jsonl"
     recorder = Recorder("r1", target="stomp://x", path=path)
     sent = recorder.invoke(Op.SEND, "c1", destination="/queue/q", seq=1)
@@ -45,3 +47,13 @@ def test_recorder_pairs_invoke_and_completion(tmp_path) -> None:
     assert dangling.done
     with pytest.raises(RuntimeError, match="completed twice"):
         sent.ok()
+
+
+def test_intent_records_round_trip_and_old_lines_still_read() -> None:
+    intent = Record(run="r1", index=0, time_ns=1, type=RecordType.OK, op=Op.EXPECT, process="harness",
+                    destination="/queue/q", seq=5, value={INTENT_KEY: str(Intent.LEFT), "reason": "no credit"})
+    line = intent.to_json()
+    assert '"op":"expect"' in line and '"v":1' in line  # same schema version: no bump for intent records
+    assert Record.from_json(line) == intent
+    old = '{"v": 1, "run": "r", "index": 0, "time_ns": 1, "type": "ok", "op": "send", "process": "c", "seq": 1}'
+    assert Record.from_json(old).op is Op.SEND
