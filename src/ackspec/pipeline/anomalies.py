@@ -31,6 +31,16 @@ acknowledgement
     ``nack`` settles the same deliveries without acknowledging them. A delivery
     received in a transaction (its ``transaction`` field) is acknowledged by the
     commit of that transaction.
+intent
+    ``expect`` ``ok`` records (:class:`ackspec.history.record.Intent`), wherever they
+    stand in the history. A record covers the messages matching its ``destination``,
+    ``producer`` and ``seq`` (each absent or empty: any). A confirmed send never
+    delivered is *lost*; it is not reported at all when an intent other than
+    ``delivered`` covers it (left or dropped on purpose: these win), and it is
+    *decisive* when a ``delivered`` intent covers it. Without any covering intent
+    (every history written before intents existed) it is reported as before, not
+    decisive: evidence to review, because the test may have left it on purpose.
+    Indeterminate sends are never lost, whatever the intent.
 """
 
 from __future__ import annotations
@@ -39,6 +49,8 @@ import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from ackspec.history.record import INTENT_KEY, Intent, Op
 
 
 class AnomalyKind(StrEnum):
@@ -75,6 +87,10 @@ DESCRIPTIONS: dict[AnomalyKind, str] = {
     AnomalyKind.IN_FLIGHT: "more unacknowledged deliveries outstanding than the prefetch/credit bound",
 }
 
+DECISIVE_DESCRIPTIONS: dict[AnomalyKind, str] = {
+    AnomalyKind.LOST: "confirmed send never consumed, though the test declared it expects it delivered",
+}
+
 # --- the rules' vocabulary, shared by both checkers ---------------------------------------
 
 SETTLED_ON_DELIVERY = frozenset({"auto", "dups-ok", "settled"})
@@ -99,10 +115,22 @@ TOPIC_PREFIXES = ("/topic/", "topic://", "topic:", "/exchange/amq.topic", "amq.t
 VALUE_DEAD_LETTER = "dead_letter"
 VALUE_MAX_REDELIVERIES = "max_redeliveries"
 VALUE_PRIORITY = "priority"
+VALUE_EXPECT = INTENT_KEY
+INTENT_OP = str(Op.EXPECT)
+EXPECT_DELIVERED = str(Intent.DELIVERED)
+"""The one intent that makes a loss decisive; every other value (left, dropped, or one a newer
+writer invents) exempts the messages it covers, so an unknown intent never causes a false fail."""
 
 
 def is_topic(destination: str | None) -> bool:
     return destination is not None and destination.startswith(TOPIC_PREFIXES)
+
+
+def intent_covers(scope: tuple[str | None, str | None, int | None], key: tuple[str | None, str, int]) -> bool:
+    """Whether an intent record's ``(destination, producer, seq)`` scope (``None``: any) covers a message."""
+    destination, producer, seq = scope
+    return ((destination is None or destination == key[0]) and (producer is None or producer == key[1])
+            and (seq is None or seq == key[2]))
 
 
 def value_dict(value: Any) -> dict[str, Any]:
@@ -131,19 +159,25 @@ class Anomaly:
     operations: tuple[int, ...]
     requirement: str = field(default="", compare=False)
     detail: str = field(default="", compare=False)
+    decisive: bool = False
+    """The history itself shows the violation (a loss of a message the test declared it expects
+    delivered); otherwise the anomaly is evidence to review (the test may have meant it)."""
 
     @classmethod
     def make(cls, kind: AnomalyKind, run: str, test: str | None, destination: str | None, producer: str | None,
-             seq: int | None, operations: tuple[int, ...] | list[int], detail: str = "") -> Anomaly:
+             seq: int | None, operations: tuple[int, ...] | list[int], detail: str = "", *,
+             decisive: bool = False) -> Anomaly:
         ops = tuple(sorted({int(o) for o in operations}))
-        return cls(run=run, test=test or "", kind=AnomalyKind(kind), destination=destination,
-                   producer=producer or None, seq=seq, operations=ops, requirement=REQUIREMENTS[AnomalyKind(kind)],
-                   detail=detail or DESCRIPTIONS[AnomalyKind(kind)])
+        kind = AnomalyKind(kind)
+        if not detail:
+            detail = DECISIVE_DESCRIPTIONS.get(kind, DESCRIPTIONS[kind]) if decisive else DESCRIPTIONS[kind]
+        return cls(run=run, test=test or "", kind=kind, destination=destination, producer=producer or None,
+                   seq=seq, operations=ops, requirement=REQUIREMENTS[kind], detail=detail, decisive=bool(decisive))
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": str(self.kind), "requirement": self.requirement, "run": self.run, "test": self.test,
                 "destination": self.destination, "producer": self.producer, "seq": self.seq,
-                "operations": list(self.operations), "detail": self.detail}
+                "operations": list(self.operations), "detail": self.detail, "decisive": self.decisive}
 
 
 @dataclass(frozen=True, slots=True)

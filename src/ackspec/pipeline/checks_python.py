@@ -19,16 +19,19 @@ from ackspec.history.record import Op, Record, RecordType
 from ackspec.pipeline.anomalies import (
     CUMULATIVE_MODES,
     DUPLICATES_ALLOWED,
+    EXPECT_DELIVERED,
     REJECT_OUTCOMES,
     RESET_OPS,
     SETTLED_ON_DELIVERY,
     VALUE_DEAD_LETTER,
+    VALUE_EXPECT,
     VALUE_MAX_REDELIVERIES,
     VALUE_PRIORITY,
     Anomaly,
     AnomalyKind,
     CheckResult,
     SendCounts,
+    intent_covers,
     is_topic,
     value_dict,
 )
@@ -91,9 +94,10 @@ def check_histories(records: Iterable[Record]) -> CheckResult:
 def _check_one(run: str, test: str, history: list[Record]) -> tuple[list[Anomaly], SendCounts]:
     anomalies: list[Anomaly] = []
 
-    def report(kind: AnomalyKind, key: MessageKey, ops: Iterable[int]) -> None:
+    def report(kind: AnomalyKind, key: MessageKey, ops: Iterable[int], *, decisive: bool = False) -> None:
         destination, producer, seq = key
-        anomalies.append(Anomaly.make(kind, run, test, destination, producer or None, seq, list(ops)))
+        anomalies.append(Anomaly.make(kind, run, test, destination, producer or None, seq, list(ops),
+                                      decisive=decisive))
 
     # --- transactions, sends, deliveries, acks, resets, limits -------------------------
     committed: dict[str, int] = {}
@@ -106,6 +110,7 @@ def _check_one(run: str, test: str, history: list[Record]) -> tuple[list[Anomaly
     resets: dict[str, list[int]] = defaultdict(list)
     limits: dict[Consumer, list[tuple[int, int]]] = defaultdict(list)
     rejected: set[MessageKey] = set()
+    intents: list[tuple[int, bool, tuple[str | None, str | None, int | None]]] = []  # index, delivered?, scope
 
     for r in history:
         op, typ = r.op, r.type
@@ -136,6 +141,10 @@ def _check_one(run: str, test: str, history: list[Record]) -> tuple[list[Anomaly
             limits[(r.process, r.subscription or "")].append((r.index, r.limit))
         if op is Op.NACK and typ is RecordType.OK and r.seq is not None and r.outcome in REJECT_OUTCOMES:
             rejected.add((r.destination, r.producer or "", r.seq))
+        if op is Op.EXPECT and typ is RecordType.OK:
+            declared = value_dict(r.value).get(VALUE_EXPECT)
+            intents.append((r.index, isinstance(declared, str) and declared == EXPECT_DELIVERED,
+                            (r.destination or None, r.producer or None, r.seq)))
 
     # --- send status ---------------------------------------------------------------------
     status: dict[MessageKey, str] = {}
@@ -286,11 +295,16 @@ def _check_one(run: str, test: str, history: list[Record]) -> tuple[list[Anomaly
         elif dead and len(normal) < redeliveries + 1 and key not in rejected:
             report(AnomalyKind.DEAD_LETTER, key, [dead[0].index])
 
-    # --- lost -------------------------------------------------------------------------
+    # --- lost: decisive when the test declared it expects the message, silent when left on purpose ----
     delivered = {d.key for d in deliveries}
     for key, state in status.items():
         if state == "confirmed" and key not in delivered:
-            report(AnomalyKind.LOST, key, [r.index for r in send_records[key]])
+            covering = [(index, expects) for index, expects, scope in intents if intent_covers(scope, key)]
+            if any(not expects for _, expects in covering):
+                continue  # declared left on the broker or dropped on purpose
+            expected_by = [index for index, expects in covering if expects]
+            report(AnomalyKind.LOST, key, [r.index for r in send_records[key]] + expected_by[:1],
+                   decisive=bool(expected_by))
 
     return anomalies, counts
 

@@ -22,11 +22,14 @@ from pyspark.sql import functions as F
 from ackspec.pipeline.anomalies import (
     CUMULATIVE_MODES,
     DUPLICATES_ALLOWED,
+    EXPECT_DELIVERED,
+    INTENT_OP,
     REJECT_OUTCOMES,
     RESET_OPS,
     SETTLED_ON_DELIVERY,
     TOPIC_PREFIXES,
     VALUE_DEAD_LETTER,
+    VALUE_EXPECT,
     VALUE_MAX_REDELIVERIES,
     VALUE_PRIORITY,
     Anomaly,
@@ -53,7 +56,7 @@ class SparkCheck:
         rows = self.anomalies.collect()
         found = sorted(
             Anomaly.make(AnomalyKind(r["kind"]), r["run"], r["test"], r["destination"], r["producer"], r["seq"],
-                         list(r["operations"]))
+                         list(r["operations"]), decisive=bool(r["decisive"]))
             for r in rows
         )
         counts = self.sends.collect()
@@ -92,6 +95,7 @@ def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkC
         F.get_json_object("value", f"$.{VALUE_MAX_REDELIVERIES}").cast("int").alias("mr"),
         F.coalesce(F.get_json_object("value", f"$.{VALUE_DEAD_LETTER}") == "true", F.lit(False)).alias("dead"),
         F.get_json_object("value", f"$.{VALUE_PRIORITY}").alias("priority"),
+        F.when(F.col("op") == INTENT_OP, F.get_json_object("value", f"$.{VALUE_EXPECT}")).alias("intent"),
     )
     if repartition:
         df = df.repartition(*H)
@@ -206,12 +210,12 @@ def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkC
 
     anomalies: list[DataFrame] = []
 
-    def emit(frame: DataFrame, kind: AnomalyKind | Column, ops: Column) -> None:
+    def emit(frame: DataFrame, kind: AnomalyKind | Column, ops: Column, decisive: Column | None = None) -> None:
         anomalies.append(frame.select(
             "run", "test", (F.lit(str(kind)) if isinstance(kind, AnomalyKind) else kind).alias("kind"),
             F.when(F.col("dest") == "", None).otherwise(F.col("dest")).alias("destination"),
             F.when(F.col("prod") == "", None).otherwise(F.col("prod")).alias("producer"),
-            "seq", ops.alias("operations")))
+            "seq", ops.alias("operations"), (F.lit(False) if decisive is None else decisive).alias("decisive")))
 
     # --- in-flight bound ------------------------------------------------------------------------
     limits = df.where(F.col("op").isin("subscribe", "flow") & F.col("limit").isNotNull()
@@ -309,10 +313,30 @@ def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkC
          F.when(beyond, F.array(F.col("extra"))).otherwise(F.array(F.col("first_dead"))))
 
     # --- lost ---------------------------------------------------------------------------------------
+    # decisive when a ``delivered`` intent covers the message; not reported when another intent
+    # (left, dropped) covers it. Intents are few (one or a handful per test): broadcast them.
     delivered = deliveries.select(*H, *MSG).distinct().withColumn("delivered", F.lit(True))
     lost = (status.where(F.col("status") == "confirmed").join(delivered, [*H, *MSG], "left")
-            .where(F.col("delivered").isNull()))
-    emit(lost, AnomalyKind.LOST, F.col("send_ops"))
+            .where(F.col("delivered").isNull()).drop("delivered"))
+    intents = F.broadcast(df.where((F.col("op") == INTENT_OP) & (F.col("type") == "ok")).select(
+        F.col("run").alias("i_run"), F.col("test").alias("i_test"), F.col("index").alias("i_index"),
+        F.when(F.col("dest") != "", F.col("dest")).alias("i_dest"),
+        F.when(F.col("prod") != "", F.col("prod")).alias("i_prod"), F.col("seq").alias("i_seq"),
+        F.coalesce(F.col("intent") == EXPECT_DELIVERED, F.lit(False)).alias("expects")))
+    covers = ((F.col("run") == F.col("i_run")) & (F.col("test") == F.col("i_test"))
+              & (F.col("i_dest").isNull() | (F.col("i_dest") == F.col("dest")))
+              & (F.col("i_prod").isNull() | (F.col("i_prod") == F.col("prod")))
+              & (F.col("i_seq").isNull() | (F.col("i_seq") == F.col("seq"))))
+    lost = (lost.join(intents, covers, "left")
+            .groupBy(*H, *MSG).agg(
+                F.first("send_ops").alias("send_ops"),
+                F.max(F.col("i_index").isNotNull() & ~F.col("expects")).alias("exempt"),
+                F.min(F.when(F.col("expects"), F.col("i_index"))).alias("expected_by"))
+            .where(~F.coalesce(F.col("exempt"), F.lit(False))))
+    emit(lost, AnomalyKind.LOST,
+         F.when(F.col("expected_by").isNull(), F.col("send_ops"))
+         .otherwise(F.concat(F.col("send_ops"), F.array(F.col("expected_by")))),
+         F.col("expected_by").isNotNull())
 
     result = anomalies[0]
     for frame in anomalies[1:]:

@@ -232,6 +232,55 @@ def load_bench(runs: Sequence[_Run]) -> list[dict[str, Any]]:
 # --- the report's data ---------------------------------------------------------------------------------
 
 
+COMPLETED = frozenset({Verdict.PASS, Verdict.STALE})
+"""Verdicts of a test that ran to its end: only then has it done the draining its intent declares."""
+
+
+def judge_anomalies(runs: Sequence[_Run], anomalies: Sequence[Anomaly]) -> dict[Anomaly, tuple[Verdict, str]]:
+    """The decisive anomalies that are verdicts, each with its verdict and the reason.
+
+    A decisive anomaly (a loss of a message the test declared it expects delivered) is a
+    verdict only when the test that wrote the history ran to its end, i.e. every verdict of
+    it in that run is pass (or stale): a test that failed, was not applicable, indeterminate
+    or broke may have stopped before it drained, so its losses stay evidence to review.
+    The verdict is ``fail``, or ``deviation`` when the run's profile documents a deviation of
+    that requirement for that test.
+    """
+    outcomes: dict[tuple[str, str], set[Verdict]] = defaultdict(set)
+    for run in runs:
+        for result in run.results.tests:
+            outcomes[(run.results.run_id, result.test)].add(result.verdict)
+    by_run = {run.results.run_id: run for run in runs}
+    profiles: dict[str, list[Any]] = {}
+    judged: dict[Anomaly, tuple[Verdict, str]] = {}
+    for anomaly in anomalies:
+        verdicts = outcomes.get((anomaly.run, anomaly.test))
+        if not anomaly.decisive or not verdicts or not verdicts <= COMPLETED or anomaly.run not in by_run:
+            continue
+        run = by_run[anomaly.run]
+        profile = run.results.target.profile or ""
+        if profile not in profiles:
+            profiles[profile] = _profile_deviations(profile)
+        reason = next((d.reason or "documented deviation" for d in profiles[profile]
+                       if d.requirement == anomaly.requirement
+                       and d.applies_to(anomaly.test, run.results.target.protocol)), None)
+        judged[anomaly] = ((Verdict.DEVIATION, f"documented deviation: {reason}") if reason is not None
+                           else (Verdict.FAIL, f"{anomaly.detail} (history check)"))
+    return judged
+
+
+def _profile_deviations(profile: str | None) -> list[Any]:
+    """The known deviations of a target profile; none when there is no profile or it cannot be read."""
+    if not profile:
+        return []
+    from ackspec.conformance.target import ProfileError, deviations_of, load_profile  # noqa: PLC0415
+
+    try:
+        return deviations_of(load_profile(profile))
+    except ProfileError:
+        return []
+
+
 def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: Any) -> dict[str, Any]:
     targets = sorted({run.target for run in runs})
     by_run = {run.results.run_id: run for run in runs}
@@ -250,16 +299,31 @@ def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: An
     run_target = {run.results.run_id: run.target for run in runs}
     for anomaly in anomalies:
         anomalies_by_cell[(anomaly.requirement, run_target.get(anomaly.run, "?"))].append(anomaly)
+    # decisive anomalies of tests that ran to their end are verdicts: (requirement, target) -> run -> verdicts
+    judged = judge_anomalies(runs, anomalies)
+    decided: dict[tuple[str, str], dict[str, list[Verdict]]] = defaultdict(lambda: defaultdict(list))
+    for anomaly, (verdict, _) in judged.items():
+        decided[(anomaly.requirement, run_target.get(anomaly.run, "?"))][anomaly.run].append(verdict)
+
+    def anomaly_dict(anomaly: Anomaly) -> dict[str, Any]:
+        data = anomaly.to_dict()
+        if anomaly in judged:
+            data["verdict"], data["reason"] = str(judged[anomaly][0]), judged[anomaly][1]
+        elif anomaly.decisive:
+            data["reason"] = "review: the test did not run to its end (or has no result), so it may not have drained"
+        return data
 
     cells: list[dict[str, Any]] = []
     history: list[dict[str, Any]] = []
     flaky: list[dict[str, Any]] = []
-    for (requirement, target), per_run in sorted(cell_runs.items()):
-        ordered = sorted(per_run, key=lambda rid: (by_run[rid].results.started, rid))
+    for (requirement, target) in sorted(set(cell_runs) | set(decided)):
+        per_run = cell_runs.get((requirement, target), {})
+        from_history = decided.get((requirement, target), {})
+        ordered = sorted(set(per_run) | set(from_history), key=lambda rid: (by_run[rid].results.started, rid))
         timeline = []
         for rid in ordered:
             results = by_run[rid].results
-            verdict = combine(t.verdict for t in per_run[rid])
+            verdict = combine([*(t.verdict for t in per_run.get(rid, [])), *from_history.get(rid, [])])
             timeline.append({"run": rid, "started": results.started, "code_version": results.code_version,
                              "verdict": str(verdict)})
         changes = [{"run": b["run"], "started": b["started"], "from": a["verdict"], "to": b["verdict"],
@@ -267,7 +331,7 @@ def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: An
                    for a, b in itertools.pairwise(timeline) if a["verdict"] != b["verdict"]]
         by_code: dict[str, set[str]] = defaultdict(set)
         for rid in ordered:
-            for t in per_run[rid]:
+            for t in per_run.get(rid, []):
                 by_code[by_run[rid].results.code_version].add(str(t.verdict))
         for code, verdicts in by_code.items():
             if "pass" in verdicts and "fail" in verdicts:
@@ -276,23 +340,31 @@ def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: An
             history.append({"requirement": requirement, "target": target, "changes": changes})
         last_id = ordered[-1]
         last = by_run[last_id].results
-        entries = per_run[last_id]
-        verdict = combine(t.verdict for t in entries)
+        entries = per_run.get(last_id, [])
+        verdict = combine([*(t.verdict for t in entries), *from_history.get(last_id, [])])
         cell_anomalies = [a for a in anomalies_by_cell.get((requirement, target), []) if a.run == last_id]
-        cells.append({
+        cell: dict[str, Any] = {
             "requirement": requirement, "target": target, "verdict": str(verdict),
             "failure": is_failure(verdict), "last_run": last_id, "last_started": last.started,
             "code_version": last.code_version, "seed": _first(t.seed for t in entries) or last.seed,
             "tests": [{"test": t.test, "verdict": str(t.verdict), "seed": t.seed, "duration": t.duration,
                        "message": t.message, "history": t.history, "operations": list(t.operations)}
                       for t in entries],
-            "failing_operations": sorted({op for t in entries if is_failure(t.verdict) for op in t.operations}),
-            "anomalies": [a.to_dict() for a in cell_anomalies],
+            "failing_operations": sorted({op for t in entries if is_failure(t.verdict) for op in t.operations}
+                                         | {op for a in cell_anomalies if a in judged
+                                            and is_failure(judged[a][0]) for op in a.operations}),
+            "anomalies": [anomaly_dict(a) for a in cell_anomalies],
             "timeline": timeline,
-        })
+        }
+        decisive = [a for a in cell_anomalies if a in judged]
+        if decisive:
+            tests = sorted({a.test for a in decisive})
+            cell["note"] = (f"the history checks decided it: {len(decisive)} message(s) that "
+                            f"{', '.join(tests)} declared it expects delivered were never consumed")
+        cells.append(cell)
     # anomalies of requirements no result mentions still show up in the matrix
     for (requirement, target), everything in sorted(anomalies_by_cell.items()):
-        if (requirement, target) not in cell_runs:
+        if (requirement, target) not in cell_runs and (requirement, target) not in decided:
             last_run = max({a.run for a in everything},
                            key=lambda rid: (by_run[rid].results.started, rid) if rid in by_run else ("", rid))
             found = [a for a in everything if a.run == last_run]
@@ -302,7 +374,7 @@ def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: An
                           "failure": False, "last_run": last_run, "last_started": by_run[last_run].results.started
                           if last_run in by_run else "", "code_version": "", "seed": None, "tests": [],
                           "failing_operations": sorted({op for a in found for op in a.operations}),
-                          "anomalies": [a.to_dict() for a in found], "timeline": [],
+                          "anomalies": [anomaly_dict(a) for a in found], "timeline": [],
                           "note": "found by the history checks only (no test result): review the operations"})
 
     requirements: dict[str, dict[str, Any]] = {}
@@ -361,7 +433,7 @@ def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: An
         },
         "history": history,
         "flaky": flaky,
-        "anomalies": [a.to_dict() for a in anomalies],
+        "anomalies": [anomaly_dict(a) for a in anomalies],
     }
 
 

@@ -83,7 +83,8 @@ JS = r"""
         var al = el('ul');
         cell.anomalies.slice(0, 200).forEach(function(a){
           al.appendChild(el('li', a.kind + ' \u2014 ' + a.test + ' ' + (a.destination || '') + ' producer ' +
-            (a.producer || '-') + ' seq ' + a.seq + ': operations ' + a.operations.join(', ')));
+            (a.producer || '-') + ' seq ' + a.seq + ': operations ' + a.operations.join(', ') +
+            (a.verdict ? ' [' + a.verdict + ': ' + a.reason + ']' : (a.reason ? ' [' + a.reason + ']' : ''))));
         });
         panel.appendChild(al);
       }
