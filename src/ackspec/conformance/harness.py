@@ -9,6 +9,13 @@ patterns the suite allows:
 * waiting for the *absence* of something: a **barrier**. A sentinel message is
   sent behind the messages that must not come; once the sentinel arrived,
   anything that was going to arrive before it has arrived. No sleeps.
+
+Intent: every history starts with the harness's declaration that the test means
+every message it sends to be consumed by its end (an ``expect`` ``delivered``
+record). A test that leaves messages on the broker or drops them on purpose says
+so with :meth:`Harness.expect_left` or :meth:`Harness.expect_dropped`; the history
+checks then count an undeclared, confirmed, never-consumed message of a test that
+ran to its end as a decisive loss (docs/history-format.md).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from ackspec.adapters.base import AckMode, Adapter, Capability, Client, Delivery
 from ackspec.adapters.settings import TargetSettings
 from ackspec.conformance.rawstomp import RawStomp
 from ackspec.conformance.verdicts import RequirementViolation
-from ackspec.history import Recorder
+from ackspec.history import INTENT_KEY, Intent, Op, Recorder
 
 SENTINEL_HEADER = "ackspec-sentinel"
 
@@ -51,6 +58,7 @@ class Harness:
         self._processes = itertools.count(1)
         self._clients: list[Client] = []
         self._raws: list[RawStomp] = []
+        self._declare(Intent.DELIVERED, reason="harness default: every message sent is consumed by the end")
 
     # -- naming ------------------------------------------------------------------------
 
@@ -158,6 +166,31 @@ class Harness:
         consumer.disconnect()
         return got
 
+    # -- intent -------------------------------------------------------------------------------
+
+    def expect_left(self, destination: str, seqs: Iterable[int] | None = None, *, producer: str | None = None,
+                    reason: str = "") -> None:
+        """Declare messages deliberately left on the broker: the history checks do not count them lost.
+
+        ``seqs`` None covers every message sent to ``destination`` (by ``producer``, if given).
+        """
+        self._declare_messages(Intent.LEFT, destination, seqs, producer, reason)
+
+    def expect_dropped(self, destination: str, seqs: Iterable[int] | None = None, *, producer: str | None = None,
+                       reason: str = "") -> None:
+        """Declare messages deliberately dropped (NACKed to a dead-letter queue the test does not drain,
+        expired, lost in a restart the test provokes): the history checks do not count them lost."""
+        self._declare_messages(Intent.DROPPED, destination, seqs, producer, reason)
+
+    def _declare_messages(self, intent: Intent, destination: str, seqs: Iterable[int] | None,
+                          producer: str | None, reason: str) -> None:
+        for seq in [None] if seqs is None else list(seqs):
+            self._declare(intent, reason, destination=destination, producer=producer, seq=seq)
+
+    def _declare(self, intent: Intent, reason: str = "", **scope: Any) -> None:
+        value = {INTENT_KEY: str(intent), **({"reason": reason} if reason else {})}
+        self.recorder.event(Op.EXPECT, "harness", value=value, **scope)
+
     # -- target control ---------------------------------------------------------------------
 
     def restart_broker(self, *, crash: bool = False) -> None:
@@ -202,8 +235,9 @@ class Harness:
     def check_history(self, kinds: Iterable[str] | None = None) -> None:
         """Run the pipeline's history checker on this test's history (an extra, independent oracle).
 
-        ``kinds`` restricts the anomaly kinds that count (e.g. a test that leaves
-        messages on purpose does not want ``lost``).
+        ``kinds`` restricts the anomaly kinds that count. Messages declared with
+        :meth:`expect_left` or :meth:`expect_dropped` are never reported lost; call it
+        after the test has drained what it sent, or leave ``lost`` out of ``kinds``.
         """
         try:
             from ackspec.pipeline.checks_python import check_history  # noqa: PLC0415
