@@ -33,6 +33,7 @@ def test_transfers_never_exceed_credit(harness: Harness) -> None:
     c = amqp_client(harness)
     q = harness.queue()
     harness.send_seq(c, q, range(8))
+    harness.expect_left(q, reason="credit is granted for five of the eight")
     sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=0, headers=unsettled_modes())
     checks = Checks()
     c.round_trip(q)
