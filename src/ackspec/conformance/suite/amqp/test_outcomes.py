@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ackspec.adapters.amqp_proton import ProtonClient
-from ackspec.adapters.base import AckMode, AdapterError, Capability, NackOutcome
+from ackspec.adapters.base import AckMode, AdapterError, Capability, Delivery, NackOutcome
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.suite.amqp.support import amqp_client, amqp_count, first_acquirer, live_then_drained
 from ackspec.conformance.verdicts import Checks, RequirementViolation, check
@@ -38,6 +38,18 @@ def _unsettled_link(harness: Harness, count: int = 1, *, prefetch: int | None = 
     return c, q, sub
 
 
+def _first_settled_with(harness: Harness, outcome: NackOutcome, requirement_id: str, *,
+                        prefetch: int) -> tuple[ProtonClient, str, str, Delivery]:
+    """Seq 0 received on an unsettled link and settled with ``outcome``; not received violates ``requirement_id``.
+
+    Returns the client, the queue, the link and that first delivery, for the test to look for it again.
+    """
+    c, q, sub = _unsettled_link(harness, prefetch=prefetch)
+    first = harness.expect_n(c, sub, 1, requirement_id)[0]
+    c.nack(first, outcome=outcome)
+    return c, q, sub, first
+
+
 @requirement("AMQP-3.4.2-ACCEPTED-RETIRES", "AMQP-3.5.2-NO-RESEND-ACCEPTED")
 def test_accepted_retires(harness: Harness) -> None:
     c, q, sub = _unsettled_link(harness, 3, prefetch=5, needs=SETTLING)
@@ -63,9 +75,7 @@ def test_first_delivery_header(harness: Harness) -> None:
 
 @requirement("AMQP-3.4.4-RELEASED-AVAILABLE", "AMQP-3.4.4-RELEASED-NO-COUNT")
 def test_released_redelivered_without_count(harness: Harness) -> None:
-    c, _q, sub = _unsettled_link(harness, prefetch=1)
-    first = harness.expect_n(c, sub, 1, "AMQP-3.4.4-RELEASED-AVAILABLE")[0]
-    c.nack(first, outcome=NackOutcome.RELEASED)
+    c, _q, sub, first = _first_settled_with(harness, NackOutcome.RELEASED, "AMQP-3.4.4-RELEASED-AVAILABLE", prefetch=1)
     again = c.receive(sub)
     if again is None or again.seq != 0:
         raise RequirementViolation("AMQP-3.4.4-RELEASED-AVAILABLE",
@@ -77,9 +87,7 @@ def test_released_redelivered_without_count(harness: Harness) -> None:
 
 @requirement("AMQP-3.2.1-FIRST-ACQUIRER")
 def test_released_message_is_not_first_acquired_again(harness: Harness) -> None:
-    c, _q, sub = _unsettled_link(harness, prefetch=1)
-    first = harness.expect_n(c, sub, 1, "AMQP-3.2.1-FIRST-ACQUIRER")[0]
-    c.nack(first, outcome=NackOutcome.RELEASED)
+    c, _q, sub, _first = _first_settled_with(harness, NackOutcome.RELEASED, "AMQP-3.2.1-FIRST-ACQUIRER", prefetch=1)
     again = harness.expect_n(c, sub, 1, "AMQP-3.2.1-FIRST-ACQUIRER", "redelivery")[0]
     c.ack(again)
     check(first_acquirer(again) is False, "AMQP-3.2.1-FIRST-ACQUIRER",
@@ -105,9 +113,8 @@ def test_modified_delivery_failed_counts(harness: Harness) -> None:
 
 @requirement("AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE")
 def test_modified_undeliverable_here_not_redelivered_to_link(harness: Harness) -> None:
-    c, q, sub = _unsettled_link(harness, prefetch=2)
-    first = harness.expect_n(c, sub, 1, "AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE")[0]
-    c.nack(first, outcome=NackOutcome.MODIFIED_UNDELIVERABLE)
+    c, q, sub, _first = _first_settled_with(harness, NackOutcome.MODIFIED_UNDELIVERABLE,
+                                            "AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE", prefetch=2)
     back = seqs(harness.barrier(c, q, c, sub))
     check(0 not in back, "AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE",
           f"message settled modified{{undeliverable-here}} came back on the same link: {back}")
@@ -138,9 +145,7 @@ def test_modified_annotations_merged_into_later_deliveries(harness: Harness) -> 
 
 @requirement("AMQP-3.4-OUTCOMES")
 def test_rejected_not_redelivered(harness: Harness) -> None:
-    c, q, sub = _unsettled_link(harness, prefetch=2)
-    first = harness.expect_n(c, sub, 1, "AMQP-3.4-OUTCOMES")[0]
-    c.nack(first, outcome=NackOutcome.REJECTED)
+    c, q, sub, _first = _first_settled_with(harness, NackOutcome.REJECTED, "AMQP-3.4-OUTCOMES", prefetch=2)
     live, later = live_then_drained(harness, c, q, sub)
     check(0 not in live + later, "AMQP-3.4-OUTCOMES",
           f"rejected message delivered again (live {live}, to a new consumer {later})")
