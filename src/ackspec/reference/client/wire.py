@@ -83,12 +83,18 @@ class StompWire:
     Two latency/throughput measures (benchmarks/rtt_bench.py, docs/rtt-benchmark.md):
 
     * **Coalesced writes.** Frames that nobody waits for (``send(..., flush=False)``: fire-and-
-      forget, windowed and asynchronous sends) are appended to an output buffer; the reader
-      thread, poked once per burst, writes everything buffered with one ``sendall``. Any other
-      frame flushes the buffer and itself at once, so the wire order is always the call order.
-    * **The waiting sender reads.** A thread that waits for a receipt (:meth:`pump_until`) takes
-      over the socket from the reader thread and parses the answer itself, so a blocking round
-      trip costs one thread wake-up in the client instead of two (reader, then sender).
+      forget, windowed and asynchronous sends) are appended to an output buffer; whoever reads the
+      socket (the reader thread, or a waiting sender), woken once per burst, writes everything
+      buffered with one ``sendall``. Any other frame flushes the buffer and itself at once, so the
+      wire order is always the call order.
+    * **The waiting sender reads (leader/follower).** A thread that waits for a receipt
+      (:meth:`pump_until`) reads and dispatches on its own thread until its receipt is in. The
+      reader thread only selects while nobody pumps: when a pump ends it stays parked for
+      :data:`READER_LINGER` before it selects again, so a blocking send that follows within that
+      time finds the socket free and wakes no other thread; only a pump that starts while the
+      reader thread is in ``select()`` pokes it out (one wake-up). What arrives in that gap
+      (messages for listeners, heart-beats) waits at most :data:`READER_LINGER` (or the next
+      heart-beat/timer deadline, whichever is sooner).
     """
 
     def __init__(self, host: str, port: int, events: WireEvents, *, login: str | None, passcode: str | None,
@@ -101,8 +107,12 @@ class StompWire:
         self._out: list[bytes] = []
         self._flush_poked = False
         self._io_lock = threading.Lock()  # held by whoever selects/reads/parses (reader thread or a pumper)
-        self._pump_cond = threading.Condition()
-        self._pumpers = 0
+        self._io_owner = 0  # thread ident holding _io_lock as a pumper (0: none or the reader thread)
+        self._pump_cond = threading.Condition()  # guards the four fields below; the reader thread parks on it
+        self._pumpers = 0  # threads in pump_until
+        self._reader_active = False  # the reader thread holds (or is taking) the socket
+        self._reader_parked = False  # the reader thread waits on _pump_cond
+        self._last_pump_end = 0.0
         self._closed = False
         self._lost = False
         self._ended: tuple[str, str | None] | None = None  # (error, receipt id) once the peer is gone
@@ -148,8 +158,18 @@ class StompWire:
     # -- writing ------------------------------------------------------------------------
 
     def _poke(self) -> None:
+        """Wake whoever is in ``select()`` (reader thread or pumper)."""
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
+
+    def _wake_for_flush(self) -> None:
+        """Get the output buffer written: wake the parked reader thread if nobody holds the socket,
+        else poke whoever is in ``select()``."""
+        with self._pump_cond:
+            if self._reader_parked and not self._pumpers:
+                self._pump_cond.notify()
+                return
+        self._poke()
 
     def _write(self, frame: Frame, *, flush: bool = True) -> None:
         data = encode(frame, content_length=bool(frame.body))
@@ -163,7 +183,7 @@ class StompWire:
             elif not self._flush_poked:
                 self._flush_poked = poke = True
         if poke:
-            self._poke()
+            self._wake_for_flush()
 
     def _flush_locked(self) -> None:
         out, self._out = self._out, []
@@ -241,7 +261,7 @@ class StompWire:
             self._sock.shutdown(socket.SHUT_RDWR)
         self._poke()
         with self._pump_cond:
-            self._pump_cond.notify_all()
+            self._pump_cond.notify_all()  # a parked reader thread
         if threading.current_thread() is not self._reader:
             self._reader.join(timeout=5)
         with contextlib.suppress(OSError):
@@ -282,28 +302,42 @@ class StompWire:
     def pump_until(self, done: Callable[[], bool], timeout: float) -> bool:
         """Read and dispatch on the calling thread until ``done()`` (a blocking send's receipt).
 
-        The reader thread steps aside meanwhile. Returns ``done()``; the caller still waits on
-        its own condition, so this only shortens the path, it decides nothing."""
-        if threading.current_thread() is self._reader:
+        The reader thread steps aside meanwhile (poked out of ``select()`` only if it is in it).
+        Returns ``done()``; the caller still waits on its own condition, so this only shortens the
+        path, it decides nothing. On the reader thread, or nested in a pump of this thread (a
+        dispatch that waits), it returns at once."""
+        me = threading.get_ident()
+        if me == self._io_owner or threading.current_thread() is self._reader:
             return done()
-        deadline = time.monotonic() + timeout
-        with self._pump_cond:
+        cond = self._pump_cond
+        with cond:
             self._pumpers += 1
-        self._poke()  # the reader thread leaves select() and lets us read
+            poke = self._reader_active
+        if poke:
+            self._poke()  # the reader thread leaves select() and lets us read
         try:
             with self._io_lock:
-                while not done() and self._ended is None and not self._closed:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    try:
-                        self._read_once(min(remaining, self._timeout()))
-                    except ConnectionLostError as exc:  # a coalesced write failed
-                        self._ended = self._ended or (str(exc), None)
+                self._io_owner = me
+                try:
+                    deadline = time.monotonic() + timeout
+                    while not done() and self._ended is None and not self._closed:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            break
+                        try:
+                            self._read_once(min(remaining, self._timeout()))
+                        except ConnectionLostError as exc:  # a coalesced write failed
+                            self._ended = self._ended or (str(exc), None)
+                finally:
+                    self._io_owner = 0
         finally:
-            with self._pump_cond:
+            with cond:
                 self._pumpers -= 1
-                self._pump_cond.notify_all()
+                self._last_pump_end = time.monotonic()
+                if self._ended is not None or self._closed:
+                    cond.notify_all()  # the reader thread reports the loss now
+                # otherwise no notify: the parked reader thread resumes after READER_LINGER by itself,
+                # and a blocking send that follows meanwhile wakes nobody
         return done()
 
     def _read_once(self, timeout: float) -> None:
@@ -358,18 +392,42 @@ class StompWire:
                 self._ended = (error, item.get("receipt-id"))
                 return
 
+    def _park(self) -> bool:
+        """Reader thread: wait while a pumper reads, and for READER_LINGER after the last pump ended
+        (less if a timer or heart-beat is due sooner, nothing if output waits); then claim the
+        socket. False once the connection is over."""
+        cond = self._pump_cond
+        while True:
+            due = self._timeout()  # outside the lock: it asks the connection for consumer deadlines
+            with cond:
+                if self._closed or self._ended is not None:
+                    return False
+                if self._pumpers:
+                    wait = READER_LINGER
+                elif self._out:
+                    wait = 0.0
+                else:
+                    wait = min(READER_LINGER - (time.monotonic() - self._last_pump_end), due)
+                if wait <= 0:
+                    self._reader_active = True
+                    return True
+                self._reader_parked = True
+                cond.wait(wait)
+                self._reader_parked = False
+
     def _read_loop(self) -> None:
         try:
-            while not self._closed and self._ended is None:
-                with self._pump_cond:
-                    self._pump_cond.wait_for(lambda: self._pumpers == 0 or self._closed)
-                with self._io_lock:
-                    if self._closed or self._ended is not None:
-                        break
-                    try:
-                        self._read_once(self._timeout())
-                    except ConnectionLostError as exc:  # a coalesced write failed
-                        self._ended = (str(exc), None)
+            while self._park():
+                try:
+                    with self._io_lock:
+                        while not self._pumpers and not self._closed and self._ended is None:
+                            try:
+                                self._read_once(self._timeout())
+                            except ConnectionLostError as exc:  # a coalesced write failed
+                                self._ended = (str(exc), None)
+                finally:
+                    with self._pump_cond:
+                        self._reader_active = False
         finally:
             with self._write_lock:
                 self._lost = True
@@ -377,6 +435,10 @@ class StompWire:
                 self._sock.close()
             error, receipt_id = self._ended or ("connection closed by the broker", None)
             self._events.on_lost("connection closed by the client" if self._closed else error, receipt_id)
+
+
+READER_LINGER = 0.002
+"""Seconds the reader thread stays parked after a pump ended (see :class:`StompWire`)."""
 
 
 HEARTBEAT_EOL = b"\n"
