@@ -438,6 +438,8 @@ class BrokerCore:
                 if entry.excluded is None:
                     entry.excluded = set()
                 entry.excluded.add(s.key)
+            if st.headers:
+                return self._merge_headers(entry, st.headers, out) | self._requeue(q, entry, out)
         elif self._mutant("nack-acks", s.destination):
             return self._remove(entry, out, removed)
         else:  # REQUEUE
@@ -445,6 +447,18 @@ class BrokerCore:
             entry.delivery_count += 1
             self.tracer.trace("STOMP-NACK-NOT-CONSUMED", s.destination)
         return self._requeue(q, entry, out)
+
+    def _merge_headers(self, entry: _Entry, headers: Headers, out: list[Effect]) -> bool:
+        """Merge ``headers`` into the entry's message (same name: replaced); a journalled message is
+        stored again under its id, which replay reads as an update in place. Returns whether it was."""
+        names = {name for name, _ in headers}
+        msg = entry.msg
+        merged = (*((n, v) for n, v in msg.headers if n not in names), *headers)
+        entry.msg = Message(msg.message_id, msg.destination, msg.body, merged, msg.persistent, msg.producer, msg.seq)
+        if msg.message_id in self._journaled:
+            out.append(JournalAppend(Stored(entry.msg)))
+            return True
+        return False
 
     def _requeue(self, q: _Queue, entry: _Entry, out: list[Effect]) -> bool:
         limit = self.config.max_redeliveries - (1 if self._mutant("early-dead-letter", q.name) else 0)

@@ -79,6 +79,9 @@ class Settlement:
     delivery_failed: bool = True
     undeliverable_here: bool = False
     reason: str = ""
+    headers: Headers = ()
+    """MODIFIED: headers merged into the message for later deliveries (and journalled with a
+    persistent one); AMQP's modified{message-annotations} (3.4.5)."""
 
 
 ACCEPT: Final = Settlement(Outcome.ACCEPTED)
