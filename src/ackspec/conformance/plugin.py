@@ -5,11 +5,21 @@ options are used or the ackspec suite is collected: only tests that use the
 ``harness`` fixture are judged (see :mod:`ackspec.conformance.session`).
 
     pytest --pyargs ackspec.conformance.suite --ackspec-target stomp://127.0.0.1:61613 --ackspec-profile activemq-5.17
+
+Every failure names the requirements its test cites: before any report is built from a
+failing test's exception (pytest's own, JUnit's message, allure's status message, the
+suite's results), :func:`name_requirements` prefixes it with ``[ID, ...]`` unless it
+already names one of them. Allure's categories (one per requirement family, see
+:mod:`ackspec.pipeline.allure`) match these IDs in the message.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import pytest
+
+from ackspec.conformance.markers import cited_ids
 
 pytest_plugins = ["ackspec.conformance.markers"]
 
@@ -45,3 +55,67 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.has_plugin("ackspec-suite"):
         config.pluginmanager.register(session.SuiteSession(config), "ackspec-suite")
         config.pluginmanager.register(session, "ackspec-fixtures")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Name the cited requirements in the exception first: every report is built from it after this."""
+    if call.excinfo is not None:
+        try:
+            ids = cited_ids(item)
+        except pytest.UsageError:  # a malformed marker already failed collection
+            ids = []
+        name_requirements(call.excinfo.value, ids)
+    yield
+
+
+def name_requirements(exc: BaseException, ids: Sequence[str]) -> bool:
+    """Prefix a failure's message with ``[ID, ...]`` once; return whether it was changed.
+
+    Left alone: no IDs, outcomes that are not failures (skip, xfail, exit, ackspec's
+    not-applicable and indeterminate), and messages that already name a cited requirement or
+    the requirement a :class:`~ackspec.conformance.verdicts.RequirementViolation` names.
+    The message is where every reporter reads it: ``args[0]`` for exceptions that print their
+    arguments (``assert`` failures), ``msg`` for ``pytest.fail``, otherwise a note (shown
+    after the message by Python 3.11+ and by pytest).
+    """
+    if not ids or isinstance(exc, _not_failures()):
+        return False
+    named = [*ids, *_violated(exc)]
+    text = "\n".join([_message(exc), *(str(n) for n in getattr(exc, "__notes__", ()) or ())])
+    if any(rid in text for rid in named):
+        return False
+    prefix = f"[{', '.join(ids)}]"
+    if isinstance(exc, pytest.fail.Exception):
+        exc.msg = f"{prefix} {exc.msg}" if exc.msg else prefix
+    elif (type(exc).__str__ is BaseException.__str__ and len(exc.args) <= 1
+          and all(isinstance(arg, str) for arg in exc.args)):
+        exc.args = (f"{prefix} {exc.args[0]}" if exc.args and exc.args[0] else prefix,)
+    else:
+        exc.add_note(prefix)
+    return True
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a broken __str__ must not break the report
+        return ""
+
+
+def _violated(exc: BaseException) -> list[str]:
+    """Requirements an ackspec violation names itself (possibly not cited: an oracle's finding)."""
+    from ackspec.conformance.verdicts import RequirementViolation, RequirementViolations  # noqa: PLC0415
+
+    if isinstance(exc, RequirementViolation):
+        return [exc.requirement]
+    if isinstance(exc, RequirementViolations):
+        return [v.requirement for v in exc.violations]
+    return []
+
+
+def _not_failures() -> tuple[type[BaseException], ...]:
+    from ackspec.adapters.base import Indeterminate, NotSupported  # noqa: PLC0415 - keep plugin import cheap
+
+    return (pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception, KeyboardInterrupt,
+            NotSupported, Indeterminate)
