@@ -2,9 +2,10 @@
 
 Allure cannot group by label, only by status and regular expressions over the
 failure message and trace. Each requirement family becomes one category whose
-``messageRegex`` matches the IDs of its requirements; the suite puts the
-requirement ID in its failure messages (``[JMS-3.4.7-REDELIVERED-SET] ...``), so
-a failure lands in its family. Catch-all categories follow for the rest.
+``messageRegex`` matches the IDs of its requirements; the pytest plugin puts the
+IDs a test cites in its failure message (``[JMS-3.4.7-REDELIVERED-SET] ...``, see
+:func:`ackspec.conformance.plugin.name_requirements`) unless the message already
+names one, so a failure lands in its family. Catch-all categories follow for the rest.
 """
 
 from __future__ import annotations
