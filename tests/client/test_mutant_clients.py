@@ -1,36 +1,84 @@
 """The client-side tests must fail against broken clients: each mutant breaks one rule.
 
-A mutant is the reference client with one piece of its send bookkeeping sabotaged; the
-conformance test for that rule is run against it and must raise AssertionError.
+A mutant is the reference client with one piece sabotaged through instance attributes of
+its connection, sessions, consumers or wire (the reference client's code is not touched).
+The conformance test for that rule is run against it and must raise AssertionError: a test
+that crashes, errors or skips against a broken client has not caught it. The same tests
+pass against the unmodified reference client, over each protocol a case is run on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import inspect
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from ackspec.adapters.refclient import RefClientCUT
+from ackspec.adapters.refclient import RefClientAmqpCUT, RefClientCUT
+from ackspec.conformance.client import test_close_rules as close_rules
 from ackspec.conformance.client import test_jms_send as jms
+from ackspec.conformance.client import test_stomp_client as stomp_client
 from ackspec.conformance.client.conftest import Env
-from ackspec.conformance.client.cut import ClientUnderTest
+from ackspec.conformance.client.cut import ClientUnderTest, CutError, NotApplicable
+from ackspec.reference.client import Connection, IllegalStateError
+from ackspec.reference.client.consumer_core import AckRecord
+from ackspec.reference.client.dispatch import in_message_listener, outside_callbacks
+from ackspec.reference.client.errors import ControlRefusedError
 from ackspec.reference.client.send_core import Complete, SendState, SendTracker
+from ackspec.reference.client.session import MessageConsumer, Session
+from ackspec.reference.client.wire import StompWire
+
+HEART_BEAT = stomp_client.INTERVAL_MS / 1000
 
 
 class _Mutant(RefClientCUT):
+    """The reference client; subclasses sabotage the objects it creates, as they are created."""
+
     def open(self, url: str, options: Any = None) -> None:
         super().open(url, options)
-        self.mutate(self.connection._tracker)
+        self.mutate_connection(self.connection)
 
-    def mutate(self, tracker: SendTracker) -> None:
-        raise NotImplementedError
+    def session(self, *, transacted: bool = False, ack_mode: int = 1) -> str:
+        handle = super().session(transacted=transacted, ack_mode=ack_mode)
+        self.mutate_session(self._sessions[handle])
+        return handle
+
+    def consumer(self, session: str, destination: str, *, prefetch: int | None = None, listener: bool = False,
+                 selector: str | None = None, fail_first: int = 0) -> str:
+        handle = super().consumer(session, destination, prefetch=prefetch, listener=listener, selector=selector,
+                                  fail_first=fail_first)
+        self.mutate_consumer(self._consumers[handle])
+        return handle
+
+    def mutate_connection(self, conn: Connection) -> None:
+        pass
+
+    def mutate_session(self, session: Session) -> None:
+        pass
+
+    def mutate_consumer(self, consumer: MessageConsumer) -> None:
+        pass
+
+
+def _stomp_wire(conn: Connection) -> StompWire:
+    wire = conn.wire
+    assert isinstance(wire, StompWire), "a STOMP wire mutant"
+    return wire
+
+
+# -- Jakarta Messaging 7.3 sends ------------------------------------------------------------------
 
 
 class UnorderedCallbacks(_Mutant):
     """Releases any completed send at once, not in send order (breaks 7.3.8)."""
 
-    def mutate(self, tracker: SendTracker) -> None:
+    def mutate_connection(self, conn: Connection) -> None:
+        tracker: SendTracker = conn._tracker
+
         def release(producer: str) -> list[Any]:
             queue = tracker._per_producer.get(producer)
             out = []
@@ -47,7 +95,8 @@ class UnorderedCallbacks(_Mutant):
 class EarlyCompletion(_Mutant):
     """Completes asynchronous sends when written, before the broker confirmed (breaks 7.3.1)."""
 
-    def mutate(self, tracker: SendTracker) -> None:
+    def mutate_connection(self, conn: Connection) -> None:
+        tracker = conn._tracker
         original = tracker.sent
 
         def sent(token: str) -> list[Any]:
@@ -62,38 +111,352 @@ class EarlyCompletion(_Mutant):
 class CloseDoesNotWait(_Mutant):
     """Reports no incomplete sends, so close returns at once (breaks 7.3.4)."""
 
-    def mutate(self, tracker: SendTracker) -> None:
-        tracker.incomplete = lambda scope: 0  # type: ignore[method-assign]
+    def mutate_connection(self, conn: Connection) -> None:
+        conn._tracker.incomplete = lambda scope: 0  # type: ignore[method-assign]
 
 
-MUTANTS: list[tuple[type[_Mutant], Callable[..., None]]] = [
-    (UnorderedCallbacks, jms.test_callback_order_across_destinations_and_mixed_with_sync),
-    (UnorderedCallbacks, jms.test_rejections_reported_by_on_exception_in_send_order),
-    (EarlyCompletion, jms.test_completion_only_after_confirmation_and_sends_pipeline),
-    (CloseDoesNotWait, jms.test_close_waits_for_incomplete_sends_which_complete_normally),
-    (CloseDoesNotWait, jms.test_commit_waits_for_incomplete_sends),
+# -- closing from listeners, closing consumers, NACK, failed commit ----------------------------------
+
+
+class ListenerConnectionCloseSkipsItsAck(_Mutant):
+    """A listener's close of its own connection runs at once, before its message is acknowledged (breaks 6.1.8)."""
+
+    def mutate_connection(self, conn: Connection) -> None:
+        original = conn.close
+
+        def close() -> None:
+            if in_message_listener():
+                with outside_callbacks():
+                    original()
+                return
+            original()
+
+        conn.close = close  # type: ignore[method-assign]
+
+
+class ListenerSessionCloseSkipsItsAck(_Mutant):
+    """A listener's close of its own session runs at once, before its message is acknowledged (breaks 6.2.15)."""
+
+    def mutate_session(self, session: Session) -> None:
+        original = session.close
+
+        def close() -> None:
+            if in_message_listener():
+                with outside_callbacks():
+                    original()
+                return
+            original()
+
+        session.close = close  # type: ignore[method-assign]
+
+
+class ConsumerCloseDropsAckState(_Mutant):
+    """Closing a consumer unsubscribes at once, giving back messages that await acknowledge/commit (breaks 8.8)."""
+
+    def mutate_consumer(self, consumer: MessageConsumer) -> None:
+        original = consumer._finish_close
+
+        def finish_close(*, final: bool = False) -> None:
+            original(final=True)
+
+        consumer._finish_close = finish_close  # type: ignore[method-assign]
+
+
+class ConsumerCloseLeavesReceiveBlocked(_Mutant):
+    """Closing a consumer unsubscribes and returns; a receive in progress goes on waiting (breaks 8.8)."""
+
+    def mutate_consumer(self, consumer: MessageConsumer) -> None:
+        conn = consumer.session.connection
+
+        def close(*, final: bool = False) -> None:
+            if not consumer._unsubscribed:
+                consumer._unsubscribed = True
+                conn.wire.unsubscribe(consumer.id)
+                conn.unregister_consumer(consumer)
+
+        consumer.close = close  # type: ignore[method-assign]
+
+
+class ConsumerCloseIgnoresRunningListener(_Mutant):
+    """Closing a consumer returns while its listener's onMessage is still running (breaks 8.8)."""
+
+    def mutate_consumer(self, consumer: MessageConsumer) -> None:
+        conn = consumer.session.connection
+
+        def close(*, final: bool = False) -> None:  # the real close minus waiting for the session's listener thread
+            if not consumer._closed:
+                consumer._closed = True
+                conn.write_acks(consumer._locked(consumer.core.flush))
+                with conn.cond:
+                    conn.cond.notify_all()
+                    conn.cond.wait_for(lambda: consumer._receiving == 0, 10)
+            consumer._finish_close(final=final)
+
+        consumer.close = close  # type: ignore[method-assign]
+
+
+class ListenerMayNotCloseItsConsumer(_Mutant):
+    """A listener closing its own consumer gets IllegalStateError, as a 7.3.4 callback would (breaks 8.8)."""
+
+    def mutate_consumer(self, consumer: MessageConsumer) -> None:
+        original = consumer.close
+
+        def close(*, final: bool = False) -> None:
+            if in_message_listener() and not final:
+                raise IllegalStateError("a listener may not close its own consumer")
+            original(final=final)
+
+        consumer.close = close  # type: ignore[method-assign]
+
+
+class _Remembering(deque[Any]):
+    """A consumer's buffer that remembers what ``receive`` took from it."""
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__(items)
+        self.handed: list[Any] = []
+
+    def popleft(self) -> Any:
+        item = super().popleft()
+        self.handed.append(item)
+        return item
+
+
+class RecoverWithoutNack(_Mutant):
+    """recover() hands the unprocessed messages out again from its own buffer and NACKs none: a later
+    cumulative ACK covers them (breaks STOMP-NACK-CLIENT-SHOULD-NACK)."""
+
+    def mutate_consumer(self, consumer: MessageConsumer) -> None:
+        with consumer.session.connection.cond:  # deliveries may already be arriving
+            consumer._buffer = _Remembering(consumer._buffer)
+
+    def mutate_session(self, session: Session) -> None:
+        cond = session.connection.cond
+
+        def recover() -> None:
+            for consumer in session._consumers:
+                buffer = consumer._buffer
+                assert isinstance(buffer, _Remembering)
+                with cond:
+                    consumer.core.rollback("recover")  # the records (NACKs) are dropped
+                    buffer.extendleft(reversed(buffer.handed))
+                    buffer.handed = []
+                    cond.notify_all()
+
+        session.recover = recover  # type: ignore[method-assign]
+
+
+class FailedCommitReportedAsSuccess(_Mutant):
+    """Takes the broker's refusal of a COMMIT / discharge as success: the application never learns its
+    transaction was rolled back (breaks AMQ-TX-FAILED-COMMIT-ROLLS-BACK)."""
+
+    def mutate_connection(self, conn: Connection) -> None:
+        original = conn._control_request
+
+        def control_request(token: str, write: Callable[[], None], timeout: float | None = None) -> None:
+            try:
+                original(token, write, timeout)
+            except ControlRefusedError:
+                if "-commit" not in token:
+                    raise
+
+        conn._control_request = control_request  # type: ignore[method-assign]
+
+
+class FailedCommitNoInnerRollback(_Mutant):
+    """Reports a failed commit as rolled back but skips the inner rollback that asks for redelivery of the
+    transaction's messages (breaks AMQ-TX-FAILED-COMMIT-ROLLS-BACK)."""
+
+    def mutate_connection(self, conn: Connection) -> None:
+        original = conn.write_acks
+
+        def write_acks(records: list[AckRecord], **kwargs: Any) -> None:
+            original([r for r in records if r.reason != "commit failed"], **kwargs)
+
+        conn.write_acks = write_acks  # type: ignore[method-assign]
+
+
+# -- STOMP heart-beats and DISCONNECT -----------------------------------------------------------------
+
+
+class SlowHeartBeats(_Mutant):
+    """Heart-beats at a sixth of the negotiated rate (breaks STOMP-HEARTBEAT-NEGOTIATION)."""
+
+    def mutate_connection(self, conn: Connection) -> None:
+        wire = _stomp_wire(conn)
+        wire.send_interval *= 6
+
+
+class HeartBeatsWhenNoneNegotiated(_Mutant):
+    """Heart-beats every 40 ms even when its own cx or the broker's sy is 0 (breaks STOMP-HEARTBEAT-NONE-WHEN-ZERO)."""
+
+    def mutate_connection(self, conn: Connection) -> None:
+        wire = _stomp_wire(conn)
+        wire.send_interval = wire.send_interval or HEART_BEAT
+
+
+class NeverDropsSilentBroker(_Mutant):
+    """Declares dead-peer detection but never acts on a broker's missing heart-beats (breaks
+    STOMP-HEARTBEAT-DEAD-PEER for a client that promises it)."""
+
+    def mutate_connection(self, conn: Connection) -> None:
+        _stomp_wire(conn).receive_interval = 0.0
+
+
+class HangsUpBeforeDisconnectReceipt(_Mutant):
+    """Closes its socket right after writing DISCONNECT, without waiting for the receipt (breaks
+    STOMP-DISCONNECT-GRACEFUL)."""
+
+    def mutate_connection(self, conn: Connection) -> None:
+        wire = _stomp_wire(conn)
+        original = wire.disconnect
+
+        def disconnect(receipt: str) -> None:
+            original(receipt)
+            wire.close()
+
+        wire.disconnect = disconnect  # type: ignore[method-assign]
+
+
+class FramesAfterDisconnect(_Mutant):
+    """Flushes a late fire-and-forget SEND after its DISCONNECT (breaks STOMP-DISCONNECT-NO-FRAMES-AFTER)."""
+
+    def mutate_connection(self, conn: Connection) -> None:
+        wire = _stomp_wire(conn)
+        original = wire.disconnect
+
+        def disconnect(receipt: str) -> None:
+            original(receipt)
+            wire.send("/queue/ackspec.mutant.after-disconnect", b"late", {}, persistent=False, receipt=None,
+                      transaction=None)
+
+        wire.disconnect = disconnect  # type: ignore[method-assign]
+
+
+# -- the cases ----------------------------------------------------------------------------------------
+
+BOTH = ("stomp", "amqp")
+
+
+@dataclass(frozen=True)
+class Case:
+    mutant: type[_Mutant]
+    check: Callable[..., None]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    protocols: tuple[str, ...] = ("stomp",)
+
+    @property
+    def check_id(self) -> str:
+        return self.check.__name__ + "".join(f"[{v}]" for v in self.params.values())
+
+
+NO_BEATS = stomp_client.test_client_sends_no_heart_beats_when_none_were_negotiated
+NO_BEATS_CASES = [{"offer": "0,0", "answer": f"0,{stomp_client.INTERVAL_MS}"},
+                  {"offer": f"{stomp_client.INTERVAL_MS},0", "answer": "0,0"}]
+
+CASES: list[Case] = [
+    Case(UnorderedCallbacks, jms.test_callback_order_across_destinations_and_mixed_with_sync),
+    Case(UnorderedCallbacks, jms.test_rejections_reported_by_on_exception_in_send_order),
+    Case(EarlyCompletion, jms.test_completion_only_after_confirmation_and_sends_pipeline),
+    Case(CloseDoesNotWait, jms.test_close_waits_for_incomplete_sends_which_complete_normally),
+    Case(CloseDoesNotWait, jms.test_commit_waits_for_incomplete_sends),
+    Case(ListenerConnectionCloseSkipsItsAck, close_rules.test_listener_closing_its_connection_still_acks_its_message,
+         protocols=BOTH),
+    # STOMP only: over AMQP the same sabotage is not observable (the late disposition still settled the
+    # message at the reference broker), so that client keeps the rule anyway.
+    Case(ListenerSessionCloseSkipsItsAck, close_rules.test_listener_closing_its_session_fails_cleanly_or_acks),
+    # STOMP only: over AMQP the same sabotage is not observable (the late disposition still settled the
+    # message at the reference broker), so that client keeps the rule anyway.
+    Case(ConsumerCloseDropsAckState, close_rules.test_client_ack_after_consumer_close),
+    Case(ConsumerCloseDropsAckState, close_rules.test_commit_after_consumer_close),
+    Case(ConsumerCloseLeavesReceiveBlocked, close_rules.test_close_ends_a_blocked_receive, protocols=BOTH),
+    Case(ConsumerCloseIgnoresRunningListener, close_rules.test_close_waits_for_a_running_listener, protocols=BOTH),
+    Case(ListenerMayNotCloseItsConsumer, close_rules.test_listener_closing_its_own_consumer_completes,
+         protocols=BOTH),
+    Case(RecoverWithoutNack, close_rules.test_unprocessed_messages_are_nacked_not_left_to_a_cumulative_ack),
+    Case(FailedCommitReportedAsSuccess, close_rules.test_failed_commit_rolls_back_and_redelivers, protocols=BOTH),
+    Case(FailedCommitNoInnerRollback, close_rules.test_failed_commit_rolls_back_and_redelivers, protocols=BOTH),
+    Case(SlowHeartBeats, stomp_client.test_client_heart_beats_at_the_negotiated_interval),
+    *(Case(HeartBeatsWhenNoneNegotiated, NO_BEATS, params) for params in NO_BEATS_CASES),
+    Case(NeverDropsSilentBroker, stomp_client.test_client_drops_a_silent_broker),
+    Case(HangsUpBeforeDisconnectReceipt, stomp_client.test_disconnect_waits_for_its_receipt_and_sends_nothing_after),
+    Case(FramesAfterDisconnect, stomp_client.test_disconnect_waits_for_its_receipt_and_sends_nothing_after),
 ]
 
 
-@pytest.mark.parametrize(("mutant", "check"), MUTANTS, ids=[f"{m.__name__}-{c.__name__}" for m, c in MUTANTS])
-def test_conformance_test_catches_mutant(mutant: type[_Mutant], check: Callable[..., None], env: Env) -> None:
-    cut: ClientUnderTest = mutant()
-    cut.open(env.url, {})
-    try:
-        with pytest.raises(AssertionError):
-            check(cut, env)
-    finally:
-        env.proxy.clear()
-        cut.close()
+def over(kind: type[RefClientCUT], protocol: str) -> type[RefClientCUT]:
+    """The same client (mutant or not) over ``protocol``."""
+    if protocol == "stomp":
+        return kind
+    if kind is RefClientCUT:
+        return RefClientAmqpCUT
+    return type(f"{kind.__name__}Amqp", (kind, RefClientAmqpCUT), {})
 
 
-@pytest.mark.parametrize("check", sorted({c for _, c in MUTANTS}, key=lambda c: c.__name__),
-                         ids=lambda c: c.__name__)
-def test_same_checks_pass_for_the_reference_client(check: Callable[..., None], env: Env) -> None:
-    cut = RefClientCUT()
-    cut.open(env.url, {})
+@contextlib.contextmanager
+def clients(kind: type[RefClientCUT], env: Env) -> Iterator[Callable[..., ClientUnderTest]]:
+    """``make_cut`` for ``kind``: every client the check opens (feeders too) is one; all closed after."""
+    opened: list[RefClientCUT] = []
+
+    def make(**options: Any) -> ClientUnderTest:
+        cut = kind()
+        opened.append(cut)
+        cut.open(env.url_for(getattr(cut, "protocol", "stomp")), options)
+        return cut
+
     try:
-        check(cut, env)
+        yield make
     finally:
-        env.proxy.clear()
-        cut.close()
+        for cut in opened:
+            cut.release_listeners()  # a listener left blocked by a caught mutant would hold close() up
+        env._proxy.clear()
+        if env._amqp_proxy is not None:
+            env._amqp_proxy.clear()
+        for cut in opened:
+            with contextlib.suppress(CutError, NotApplicable):
+                cut.close()
+
+
+def run_check(check: Callable[..., None], kind: type[RefClientCUT], env: Env, params: Mapping[str, Any]) -> None:
+    """Call a conformance test function with its fixtures (``cut``, ``make_cut``, ``env``) built from ``kind``."""
+    with clients(kind, env) as make:
+        wanted = inspect.signature(check).parameters
+        kwargs: dict[str, Any] = dict(params)
+        if "make_cut" in wanted:
+            kwargs["make_cut"] = make
+        if "cut" in wanted:
+            kwargs["cut"] = make()
+        if "env" in wanted:
+            kwargs["env"] = env
+        check(**kwargs)
+
+
+MUTANT_RUNS = [(c, p) for c in CASES for p in c.protocols]
+
+
+@pytest.mark.parametrize(("case", "protocol"), MUTANT_RUNS,
+                         ids=[f"{c.mutant.__name__}-{c.check_id}-{p}" for c, p in MUTANT_RUNS])
+def test_conformance_test_catches_mutant(case: Case, protocol: str, env: Env) -> None:
+    with pytest.raises(AssertionError):
+        run_check(case.check, over(case.mutant, protocol), env, case.params)
+
+
+CLEAN_RUNS = sorted({(c.check, tuple(c.params.items()), c.check_id, p) for c in CASES for p in c.protocols},
+                    key=lambda r: (r[2], r[3]))
+
+
+@pytest.mark.parametrize(("check", "params", "check_id", "protocol"), CLEAN_RUNS,
+                         ids=[f"{r[2]}-{r[3]}" for r in CLEAN_RUNS])
+def test_same_checks_pass_for_the_reference_client(check: Callable[..., None], params: tuple[tuple[str, Any], ...],
+                                                   check_id: str, protocol: str, env: Env) -> None:
+    run_check(check, over(RefClientCUT, protocol), env, dict(params))
+
+
+def test_every_close_rule_and_stomp_client_rule_has_a_mutant() -> None:
+    """A new test in these modules needs a mutant here (the heart-beat/disconnect ones of test_stomp_client)."""
+    covered = {c.check for c in CASES}
+    close = {f for name, f in vars(close_rules).items() if name.startswith("test_") and callable(f)}
+    stomp = {stomp_client.test_client_heart_beats_at_the_negotiated_interval, NO_BEATS,
+             stomp_client.test_client_drops_a_silent_broker,
+             stomp_client.test_disconnect_waits_for_its_receipt_and_sends_nothing_after}
+    assert close | stomp <= covered, sorted(f.__name__ for f in (close | stomp) - covered)

@@ -76,8 +76,11 @@ def test_client_ack_after_consumer_close(make_cut: MakeCut, env: Env) -> None:
     message = cut.receive(c, TIMEOUT)
     assert message is not None
     cut.close_consumer(c)
-    cut.acknowledge(message.handle)  # still allowed: the session is open
-    cut.close()
+    try:
+        cut.acknowledge(message.handle)  # still allowed: the session is open
+        cut.close()
+    except CutError as exc:
+        raise AssertionError(f"acknowledge() after the consumer's close failed: {exc}") from exc
     assert next_on_queue(make_cut, env, q) == MARKER, "acknowledge() after the consumer's close had no effect"
 
 
@@ -91,8 +94,11 @@ def test_commit_after_consumer_close(make_cut: MakeCut, env: Env) -> None:
     c = cut.consumer(s, q)
     assert cut.receive(c, TIMEOUT) is not None
     cut.close_consumer(c)
-    cut.commit(s)
-    cut.close()
+    try:
+        cut.commit(s)
+        cut.close()
+    except CutError as exc:
+        raise AssertionError(f"commit after the consumer's close failed: {exc}") from exc
     assert next_on_queue(make_cut, env, q) == MARKER, "commit after the consumer's close did not consume it"
 
 
