@@ -52,6 +52,7 @@ from ackspec.reference.client.send_core import (
     WindowAck,
     WindowOpened,
     WindowReject,
+    classify,
 )
 from ackspec.reference.client.wire import ACK_TYPE_HEADER, StompWire, Wire
 
@@ -61,6 +62,26 @@ if TYPE_CHECKING:
     from ackspec.reference.client.session import MessageConsumer, Session
 
 _conn_ids = itertools.count(1)
+
+
+class _Condition(threading.Condition):
+    """A condition that counts its waiters, so that ``notify_all`` with nobody waiting (the
+    common case on a send's path, several times per send) costs one attribute test."""
+
+    def __init__(self, lock: threading.RLock) -> None:
+        super().__init__(lock)
+        self.waiting = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiting += 1  # the lock is held here ...
+        try:
+            return super().wait(timeout)
+        finally:
+            self.waiting -= 1  # ... and again here
+
+    def notify_all(self) -> None:
+        if self.waiting:
+            super().notify_all()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +133,7 @@ class Connection:
         self.clock = clock
         self.log = EventLog()
         self._lock = threading.RLock()
-        self._cond = threading.Condition(self._lock)
+        self._cond = _Condition(self._lock)  # on _lock: "with self._lock" enters it (one C call, not two)
         self._send_lock = threading.Lock()
         self._tracker = SendTracker(options, token_prefix=f"{self.id}-send-", cumulative=protocol != "amqp")
         self._sessions: list[Session] = []
@@ -233,7 +254,7 @@ class Connection:
         return f"{self.id}-{kind}{next(self._ids)}"
 
     def wait_incomplete(self, scope: str, timeout: float | None = None) -> None:
-        with self._cond:
+        with self._lock:
             if not self._cond.wait_for(lambda: self._tracker.incomplete(scope) == 0, timeout):
                 raise JMSError(f"timed out waiting for incomplete sends of {scope}")
 
@@ -245,14 +266,12 @@ class Connection:
                      persistent: bool, transaction: str | None, listener: object,
                      body: bytes, headers: Mapping[str, str], scopes: frozenset[int]) -> PendingSend:
         """Number, window-wait, write and (for blocking sends) wait. Raises in the caller's thread."""
-        from ackspec.reference.client.send_core import classify  # noqa: PLC0415
-
         kind, wants_receipt, windowed = classify(
             self.options, persistent=persistent, transacted=transaction is not None,
             asynchronous=listener is not None, ack_handler=self._send_ack_handler is not None)
         size = len(body) + sum(len(k) + len(v) for k, v in headers.items())
         with self._send_lock:
-            with self._cond:
+            with self._lock:
                 self._check_open()
                 if not self._tracker.has_room(windowed=windowed, size=size):
                     self.log.append("send-blocked", producer=producer, in_flight=self._tracker.window_in_flight,
@@ -275,7 +294,7 @@ class Connection:
                                 receipt=send.token if wants_receipt else None, transaction=transaction,
                                 flush=kind is SendKind.BLOCKING or not wants_receipt)
             except JMSError:
-                with self._cond:
+                with self._lock:
                     if listener is not None:
                         message._set_in_flight(False)
                     self._run(self._tracker.abandon(send.token))
@@ -283,7 +302,7 @@ class Connection:
                 raise
             self.log.append("send", token=send.token, destination=destination, producer=producer, kind=str(kind),
                             receipt=wants_receipt, windowed=windowed, thread=threading.get_ident())
-            with self._cond:
+            with self._lock:
                 self._run(self._tracker.sent(send.token))
         if kind is SendKind.BLOCKING:
             self._await_blocking(send)
@@ -291,7 +310,7 @@ class Connection:
 
     def _await_blocking(self, send: PendingSend) -> None:
         self._wire.pump_until(lambda: send.released, self.options.send_timeout)  # read the receipt here
-        with self._cond:
+        with self._lock:
             ok = self._cond.wait_for(lambda: send.released, self.options.send_timeout)
             if not ok:
                 self._orphans.add(send.token)
@@ -312,7 +331,7 @@ class Connection:
             self._control[token] = wait
         write()
         self._wire.pump_until(lambda: wait.done, timeout or self.options.send_timeout)
-        with self._cond:
+        with self._lock:
             ok = self._cond.wait_for(lambda: wait.done, timeout or self.options.send_timeout)
             self._control.pop(token, None)
         if not ok:
@@ -430,7 +449,7 @@ class Connection:
             else:
                 listener.on_exception(message, _send_error(send))
         finally:
-            with self._cond:
+            with self._lock:
                 self._tracker.callback_returned(send.token)
                 self._cond.notify_all()
 
@@ -448,7 +467,7 @@ class Connection:
     # -- wire events (reader thread) ----------------------------------------------------------------
 
     def on_receipt(self, token: str, headers: Mapping[str, str]) -> None:
-        with self._cond:
+        with self._lock:
             wait = self._control.get(token)
             if wait is not None:
                 wait.done = True
@@ -458,7 +477,7 @@ class Connection:
             self._run(self._tracker.on_receipt(token))
 
     def on_rejected(self, token: str, error: str) -> None:
-        with self._cond:
+        with self._lock:
             wait = self._control.get(token)
             if wait is not None:
                 wait.done = True
@@ -475,7 +494,7 @@ class Connection:
             consumer._arrived(ack_id, headers, body)
 
     def on_lost(self, error: str, receipt_id: str | None) -> None:
-        with self._cond:
+        with self._lock:
             self._lost = error
             self.log.append("connection-lost", error=error, receipt_id=receipt_id)
             if receipt_id is not None and self._tracker.get(receipt_id) is not None:
@@ -492,12 +511,16 @@ class Connection:
             listener(ConnectionLostError(error))
 
     def on_tick(self) -> None:
+        if not self._consumers:
+            return
         with self._lock:
             consumers = list(self._consumers.values())
         for consumer in consumers:
             consumer._tick()
 
     def _next_deadline(self) -> float | None:
+        if not self._consumers:
+            return None
         with self._lock:
             deadlines = [d for c in self._consumers.values() if (d := c.core.next_deadline()) is not None]
         if not deadlines:

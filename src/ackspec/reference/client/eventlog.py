@@ -42,33 +42,43 @@ class ClientEvent:
 
 
 class EventLog:
+    """Append-only, thread-safe. Appending is on every send's path, so it takes one plain lock and
+    wakes waiters only when somebody waits (``wait_for`` counts them)."""
+
     def __init__(self) -> None:
         self._events: list[ClientEvent] = []
-        self._cond = threading.Condition()
-        self._listeners: list[Callable[[ClientEvent], None]] = []
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._waiting = 0
+        self._listeners: tuple[Callable[[ClientEvent], None], ...] = ()  # replaced, never mutated
 
     def append(self, kind: str, /, **detail: Any) -> ClientEvent:
-        with self._cond:
+        with self._lock:
             event = ClientEvent(kind, detail, time.monotonic(), len(self._events))
             self._events.append(event)
-            listeners = list(self._listeners)
-            self._cond.notify_all()
+            listeners = self._listeners
+            if self._waiting:
+                self._cond.notify_all()
         for listener in listeners:
             listener(event)
         return event
 
     def subscribe(self, listener: Callable[[ClientEvent], None]) -> None:
-        with self._cond:
-            self._listeners.append(listener)
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
 
     def events(self, kind: str | None = None) -> list[ClientEvent]:
-        with self._cond:
+        with self._lock:
             return [e for e in self._events if kind is None or e.kind == kind]
 
     def wait_for(self, predicate: Callable[[list[ClientEvent]], bool], timeout: float) -> bool:
         """Wait until ``predicate(all events)`` holds; False on timeout."""
         with self._cond:
-            return self._cond.wait_for(lambda: predicate(self._events), timeout)
+            self._waiting += 1
+            try:
+                return self._cond.wait_for(lambda: predicate(self._events), timeout)
+            finally:
+                self._waiting -= 1
 
     def wait_count(self, kind: str, count: int, timeout: float) -> bool:
         return self.wait_for(lambda evs: sum(1 for e in evs if e.kind == kind) >= count, timeout)

@@ -359,7 +359,7 @@ class StompWire:
         if self._sock not in ready:
             return
         try:
-            data = self._sock.recv(262144)
+            data = self._sock.recv(65536)  # below malloc's mmap threshold: no mmap/munmap per read
         except OSError as exc:
             self._ended = self._ended or (f"{type(exc).__name__}: {exc}", None)
             return
