@@ -1,0 +1,56 @@
+"""Helpers shared by the suite modules: the usual consumer set-up, what comes back, one raw frame's answer.
+
+Each helper is a step several tests take the same way; the test keeps what it checks. A helper
+that can find a requirement violated (a message that never arrives) takes the requirement ID
+from the test, so the failure is charged to what that test cites.
+"""
+
+from __future__ import annotations
+
+from typing import TypeGuard
+
+from ackspec.adapters.base import AckMode, Client, Delivery
+from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.rawstomp import RawFrame, RawStomp
+
+
+def received(harness: Harness, count: int, requirement_id: str, *, ack: AckMode = AckMode.CLIENT_INDIVIDUAL,
+             prefetch: int | None = None, persistent: bool = False) -> tuple[Client, str, str, list[Delivery]]:
+    """A client subscribed to a fresh queue, seqs ``0 .. count-1`` sent to it and received.
+
+    Fewer than ``count`` arriving violates ``requirement_id``. Returns the client, the queue, the
+    subscription and the deliveries, for the test to acknowledge, NACK, disconnect or crash.
+    """
+    q = harness.queue()
+    c = harness.client()
+    sub = c.subscribe(q, ack=ack, prefetch=prefetch)
+    harness.send_seq(c, q, range(count), persistent=persistent)
+    return c, q, sub, harness.expect_n(c, sub, count, requirement_id)
+
+
+def left_after_disconnect(harness: Harness, c: Client, q: str) -> list[int]:
+    """Disconnect ``c``, then the seqs a fresh consumer drains from ``q``: what ``c`` left unacknowledged."""
+    c.disconnect()
+    return seqs(harness.drain(q))
+
+
+def reply_to(raw: RawStomp, data: bytes) -> RawFrame | None:
+    """Send one frame and read the broker's next frame (``None``: nothing came in time)."""
+    raw.send(data)
+    return raw.read_frame()
+
+
+def raw_reply(harness: Harness, data: bytes) -> tuple[RawStomp, RawFrame | None]:
+    """A fresh CONNECTed raw connection, ``data`` sent on it, and the broker's next frame."""
+    raw = harness.raw_connected()
+    return raw, reply_to(raw, data)
+
+
+def is_error(reply: RawFrame | None) -> TypeGuard[RawFrame]:
+    """The reply is an ERROR frame."""
+    return reply is not None and reply.command == "ERROR"
+
+
+def command_of(reply: RawFrame | None, absent: str = "nothing") -> str:
+    """What a reply was, for failure messages: its command, or ``absent`` when nothing came."""
+    return reply.command if reply is not None else absent
