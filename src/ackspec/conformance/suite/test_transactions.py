@@ -13,22 +13,43 @@ import pytest
 from ackspec.adapters.base import AckMode, Capability, Client
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.rawstomp import frame
+from ackspec.conformance.suite.support import (
+    command_of,
+    is_error,
+    left_after_disconnect,
+    raw_reply,
+    received,
+    reply_to,
+)
 from ackspec.conformance.verdicts import Checks, check
 
 requirement = pytest.mark.requirement
 
 
-def _acked_in_transaction(harness: Harness, requirement_id: str, *,
+def _sends_in_open_transaction(harness: Harness, count: int) -> tuple[Client, Client, str, str, str]:
+    """Seqs ``0 .. count-1`` sent (without receipts) in an open transaction to a queue a consumer already watches.
+
+    Returns the producer, the consumer, the queue, the consumer's (auto-ack) subscription and the
+    transaction, for the test to commit, abort or disconnect.
+    """
+    q = harness.queue()
+    consumer = harness.client("consumer")
+    sub = consumer.subscribe(q, ack=AckMode.AUTO)
+    producer = harness.client("producer")
+    tx = producer.begin("tx1")
+    harness.send_seq(producer, q, range(count), transaction=tx, confirm=False)
+    return producer, consumer, q, sub, tx
+
+
+def _acked_in_transaction(harness: Harness, requirement_id: str, *also: Capability,
                           persistent: bool = False) -> tuple[Client, str, str, str]:
     """Two messages received on a client-individual subscription and ACKed inside an open transaction.
 
-    Returns the client, the queue, the subscription and the transaction, for the test to commit, abort or crash.
+    Requires transactional ACKs (and the capabilities ``also``). Returns the client, the queue, the
+    subscription and the transaction, for the test to commit, abort or crash.
     """
-    q = harness.queue()
-    c1 = harness.client()
-    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.send_seq(c1, q, range(2), persistent=persistent)
-    got = harness.expect_n(c1, sub, 2, requirement_id)
+    harness.require(Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, *also, Capability.ACK_CLIENT_INDIVIDUAL)
+    c1, q, sub, got = received(harness, 2, requirement_id, persistent=persistent)
     tx = c1.begin("tx1")
     for d in got:
         c1.ack(d, transaction=tx)
@@ -38,12 +59,7 @@ def _acked_in_transaction(harness: Harness, requirement_id: str, *,
 @requirement("STOMP-TX-SEND-INVISIBLE", "STOMP-TX-COMMIT-ATOMIC")
 def test_tx_sends_invisible_until_commit(harness: Harness) -> None:
     harness.require(Capability.TRANSACTIONS, Capability.QUEUES)
-    q = harness.queue()
-    consumer = harness.client("consumer")
-    sub = consumer.subscribe(q, ack=AckMode.AUTO)
-    producer = harness.client("producer")
-    tx = producer.begin("tx1")
-    harness.send_seq(producer, q, range(3), transaction=tx, confirm=False)
+    producer, consumer, q, sub, tx = _sends_in_open_transaction(harness, 3)
     early = seqs(harness.barrier(producer, q, consumer, sub))
     checks = Checks()
     checks.check(not early, "STOMP-TX-SEND-INVISIBLE", f"transactional SENDs delivered before COMMIT: {early}")
@@ -57,12 +73,7 @@ def test_tx_sends_invisible_until_commit(harness: Harness) -> None:
 @requirement("STOMP-TX-ABORT-DISCARDS-SENDS")
 def test_tx_abort_discards_sends(harness: Harness) -> None:
     harness.require(Capability.TRANSACTIONS, Capability.QUEUES)
-    q = harness.queue()
-    consumer = harness.client("consumer")
-    sub = consumer.subscribe(q, ack=AckMode.AUTO)
-    producer = harness.client("producer")
-    tx = producer.begin("tx1")
-    harness.send_seq(producer, q, range(3), transaction=tx, confirm=False)
+    producer, consumer, q, sub, tx = _sends_in_open_transaction(harness, 3)
     producer.abort(tx)
     leaked = seqs(harness.barrier(producer, q, consumer, sub))
     check(not leaked, "STOMP-TX-ABORT-DISCARDS-SENDS", f"SENDs of an aborted transaction were delivered: {leaked}")
@@ -71,12 +82,7 @@ def test_tx_abort_discards_sends(harness: Harness) -> None:
 @requirement("STOMP-TX-DISCONNECT-ABORTS")
 def test_tx_disconnect_aborts_sends(harness: Harness) -> None:
     harness.require(Capability.TRANSACTIONS, Capability.ABRUPT_DISCONNECT)
-    q = harness.queue()
-    consumer = harness.client("consumer")
-    sub = consumer.subscribe(q, ack=AckMode.AUTO)
-    producer = harness.client("producer")
-    tx = producer.begin("tx1")
-    harness.send_seq(producer, q, range(2), transaction=tx, confirm=False)
+    producer, consumer, q, sub, _tx = _sends_in_open_transaction(harness, 2)
     producer.disconnect()
     leaked = seqs(harness.barrier(consumer, q, consumer, sub))
     check(not leaked, "STOMP-TX-DISCONNECT-ABORTS", f"SENDs of a transaction left open at DISCONNECT: {leaked}")
@@ -84,32 +90,27 @@ def test_tx_disconnect_aborts_sends(harness: Harness) -> None:
 
 @requirement("STOMP-ACK-IN-TRANSACTION", "STOMP-TX-COMMIT-ATOMIC")
 def test_tx_acks_take_effect_at_commit(harness: Harness) -> None:
-    harness.require(Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.ACK_CLIENT_INDIVIDUAL)
     c1, q, _sub, tx = _acked_in_transaction(harness, "STOMP-ACK-IN-TRANSACTION")
     c1.commit(tx)
-    c1.disconnect()
-    back = seqs(harness.drain(q))
+    back = left_after_disconnect(harness, c1, q)
     check(not back, "STOMP-TX-COMMIT-ATOMIC", f"messages ACKed in a committed transaction came back: {back}")
 
 
 @requirement("STOMP-TX-ABORT-ACKS-UNDONE", "STOMP-ACK-IN-TRANSACTION")
 def test_tx_abort_undoes_acks(harness: Harness) -> None:
-    harness.require(Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.ACK_CLIENT_INDIVIDUAL)
     c1, q, sub, tx = _acked_in_transaction(harness, "STOMP-TX-ABORT-ACKS-UNDONE")
     c1.abort(tx)
     # whether they come back on the live subscription is left open; after it ends they must
     live = seqs(harness.barrier(c1, q, c1, sub))
-    c1.disconnect()
-    back = seqs(harness.drain(q))
+    back = left_after_disconnect(harness, c1, q)
     check(sorted(set(live + back)) == [0, 1], "STOMP-TX-ABORT-ACKS-UNDONE",
           f"ACKs of an aborted transaction were not undone: came back {live + back}, expected [0, 1]")
 
 
 @requirement("STOMP-TX-DISCONNECT-ABORTS", "STOMP-ACK-IN-TRANSACTION")
 def test_tx_crash_undoes_acks(harness: Harness) -> None:
-    harness.require(Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.ABRUPT_DISCONNECT,
-                    Capability.ACK_CLIENT_INDIVIDUAL)
-    c1, q, _sub, _tx = _acked_in_transaction(harness, "STOMP-TX-DISCONNECT-ABORTS", persistent=True)
+    c1, q, _sub, _tx = _acked_in_transaction(harness, "STOMP-TX-DISCONNECT-ABORTS", Capability.ABRUPT_DISCONNECT,
+                                             persistent=True)
     c1.crash()
     c2 = harness.client()
     sub2 = c2.subscribe(q, ack=AckMode.AUTO)
@@ -121,22 +122,16 @@ def test_tx_crash_undoes_acks(harness: Harness) -> None:
 @requirement("STOMP-TX-UNKNOWN-ERROR")
 def test_tx_unknown_transaction_is_an_error(harness: Harness) -> None:
     harness.require(Capability.TRANSACTIONS)
-    raw = harness.raw_connected()
-    raw.send(frame("COMMIT", {"transaction": "ackspec-no-such-tx", "receipt": "r-commit"}))
-    reply = raw.read_frame()
-    check(reply is not None and reply.command == "ERROR", "STOMP-TX-UNKNOWN-ERROR",
-          f"COMMIT of an unknown transaction got {reply.command if reply else 'nothing'}, expected ERROR")
+    _raw, reply = raw_reply(harness, frame("COMMIT", {"transaction": "ackspec-no-such-tx", "receipt": "r-commit"}))
+    check(is_error(reply), "STOMP-TX-UNKNOWN-ERROR",
+          f"COMMIT of an unknown transaction got {command_of(reply)}, expected ERROR")
 
 
 @requirement("STOMP-TX-BEGIN-ID-REQUIRED")
 def test_tx_begin_of_an_open_transaction_is_an_error(harness: Harness) -> None:
     harness.require(Capability.TRANSACTIONS)
-    raw = harness.raw_connected()
-    raw.send(frame("BEGIN", {"transaction": "ackspec-tx-twice", "receipt": "r-begin-1"}))
-    first = raw.read_frame()
-    raw.send(frame("BEGIN", {"transaction": "ackspec-tx-twice", "receipt": "r-begin-2"}))
-    second = raw.read_frame()
-    check(first is not None and first.command == "RECEIPT" and second is not None and second.command == "ERROR",
-          "STOMP-TX-BEGIN-ID-REQUIRED",
-          f"BEGIN of an open transaction id got {second.command if second else 'nothing'} "
-          f"(first BEGIN: {first.command if first else 'nothing'}), expected ERROR")
+    raw, first = raw_reply(harness, frame("BEGIN", {"transaction": "ackspec-tx-twice", "receipt": "r-begin-1"}))
+    second = reply_to(raw, frame("BEGIN", {"transaction": "ackspec-tx-twice", "receipt": "r-begin-2"}))
+    check(command_of(first) == "RECEIPT" and is_error(second), "STOMP-TX-BEGIN-ID-REQUIRED",
+          f"BEGIN of an open transaction id got {command_of(second)} "
+          f"(first BEGIN: {command_of(first)}), expected ERROR")
