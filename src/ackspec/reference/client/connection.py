@@ -269,7 +269,7 @@ class Connection:
         kind, wants_receipt, windowed = classify(
             self.options, persistent=persistent, transacted=transaction is not None,
             asynchronous=listener is not None, ack_handler=self._send_ack_handler is not None)
-        size = len(body) + sum(len(k) + len(v) for k, v in headers.items())
+        size = len(body) + sum(map(len, headers)) + sum(map(len, headers.values()))
         with self._send_lock:
             with self._lock:
                 self._check_open()

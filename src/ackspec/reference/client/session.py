@@ -255,6 +255,7 @@ class MessageProducer:
         self.time_to_live = 0.0
         self._closed = False
         self._numbers = 0
+        self._scope_ids = session._scopes(self)  # what a callback of this producer's sends belongs to (7.3.4)
 
     @property
     def closed(self) -> bool:
@@ -302,7 +303,7 @@ class MessageProducer:
             session=self.session, producer=self.id, destination=target, message=message,
             persistent=mode is DeliveryMode.PERSISTENT, transaction=self.session.transaction,
             listener=completion_listener, body=body, headers=headers,
-            scopes=self.session._scopes(self))
+            scopes=self._scope_ids)
 
     def close(self) -> None:
         """Wait for this producer's incomplete sends and callbacks (7.3.4)."""

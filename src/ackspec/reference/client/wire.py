@@ -77,6 +77,10 @@ class Wire(Protocol):
     def close(self) -> None: ...
 
 
+_SEND_OWN_HEADERS = frozenset({"destination", "receipt", "transaction", "persistent", "content-length"})
+"""Headers :meth:`StompWire.send` writes itself; an application header of that name is dropped."""
+
+
 class StompWire:
     """STOMP 1.2 over a TCP socket: one reader thread, coalesced writes, and a sender that reads itself.
 
@@ -208,8 +212,9 @@ class StompWire:
             pairs.append(("receipt", receipt))
         if transaction is not None:
             pairs.append(("transaction", transaction))
-        pairs.extend((k, v) for k, v in headers.items() if k not in {"destination", "receipt", "transaction",
-                                                                      "persistent", "content-length"})
+        for k, v in headers.items():
+            if k not in _SEND_OWN_HEADERS:
+                pairs.append((k, v))
         self._write(Frame("SEND", tuple(pairs), body), flush=flush)
 
     def subscribe(self, sub_id: str, destination: str, *, individual: bool, prefetch: int,
