@@ -294,9 +294,11 @@ class FrameParser:
                 raise StompProtocolError(f"malformed header line (no colon): {line[:40]!r}")
             if not name:
                 raise StompProtocolError("malformed header line (empty name)")
-            if unescape:
-                name = _unescape(name, version)
-                value = _unescape(value, version)
+            if unescape:  # per header only where a backslash is (clients escape few values, e.g. "ID\\c...")
+                if "\\" in name:
+                    name = _unescape(name, version)
+                if "\\" in value:
+                    value = _unescape(value, version)
             if name == "content-length" and length is None:
                 if not value.isdigit() or not value.isascii():
                     raise StompProtocolError(f"invalid content-length {value[:20]!r}")
