@@ -29,11 +29,11 @@ The mapping (docs/amqp-mapping.md has the full table):
 from __future__ import annotations
 
 import itertools
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from cproton_ffi import ffi, lib  # type: ignore[import-not-found]  # proton's C API, see _dispatch
 from proton import (
     Collector,
     Condition,
@@ -49,7 +49,13 @@ from proton import (
 )
 from proton import Delivery as PnDelivery
 
-from ackspec.reference.amqp.mapping import core_destination, encode_delivery, from_core, to_core
+from ackspec.reference.amqp.mapping import (
+    annotation_headers,
+    core_destination,
+    encode_delivery,
+    from_core,
+    read_incoming,
+)
 from ackspec.reference.amqp.mutants import FrameRewriter
 from ackspec.reference.amqp.pump import EnginePump
 from ackspec.reference.amqp.sasl import SaslServer, SaslState
@@ -92,63 +98,73 @@ ERR_DECODE = "amqp:decode-error"
 ERR_UNAUTHORIZED = "amqp:unauthorized-access"
 ERR_RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
 
+Ptr = Any
+"""A C pointer from proton's API (a cffi ``cdata``): hashable and compared by address."""
+
+_PN_DELIVERY = int(lib.PN_DELIVERY)
+_PN_LINK_FLOW = int(lib.PN_LINK_FLOW)
+_CLOSED = int(Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED)
+_WANTED_EVENTS: frozenset[int] = frozenset(
+    int(getattr(lib, f"PN_{name}")) for name in (
+        "CONNECTION_REMOTE_OPEN", "SESSION_REMOTE_OPEN", "LINK_REMOTE_OPEN", "LINK_REMOTE_CLOSE",
+        "LINK_REMOTE_DETACH", "SESSION_REMOTE_CLOSE", "CONNECTION_REMOTE_CLOSE"))
+"""The event types :meth:`AmqpConnection._on_event` handles (deliveries and flow have their own fast path)."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Token:
     """What a ``Confirm``/``Reject`` of the core answers: echoed back as ``confirm``."""
 
     kind: str  # transfer | settle | discharge
-    delivery: PnDelivery
+    delivery: Ptr
     extra: Any = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
+class _InLink:
+    """A link on which the client sends (our receiver): publishes, or coordinator control messages."""
+
+    link: Link
+    impl: Ptr
+    destination: str | None  # from the target address; None: each message's ``to`` decides
+    caps: frozenset[str]
+    coordinator: bool = False
+    granted: int = 0  # credit granted in total
+    received: int = 0  # transfers received in total
+
+
+@dataclass(eq=False, slots=True)
 class _OutLink:
     """A link on which we send deliveries (the client's receiver): one core subscription."""
 
     link: Link
+    impl: Ptr
     sub: str
     ack: AckMode
     core_credit: int = 0  # credit as the core counts it (decremented per Deliver)
-    deliveries: dict[int, PnDelivery] = field(default_factory=dict)
-    message_ids: dict[int, str] = field(default_factory=dict)  # unsettled delivery -> core message id
-
-
-_ANNOTATIONS: weakref.WeakKeyDictionary[Any, dict[str, dict[Any, Any]]] = weakref.WeakKeyDictionary()
-"""Per broker core: message id -> message-annotations merged in by ``modified`` outcomes (3.4.5).
-
-The core stores messages immutably and knows nothing of AMQP annotations, so the AMQP layer keeps
-them beside it and adds them to later deliveries. Not journalled: they do not survive a restart."""
-
-
-def _annotations_of(core: Any) -> dict[str, dict[Any, Any]]:
-    table = _ANNOTATIONS.get(core)
-    if table is None:
-        table = _ANNOTATIONS[core] = {}
-    return table
-
-
-try:  # proton's C API: lets _dispatch skip Event wrappers for the events it does not need
-    import cproton as _fast  # type: ignore[import-untyped]
-except ImportError:  # pragma: no cover - proton always ships it
-    _fast = None
-
-_WANTED_EVENTS: frozenset[int] = frozenset() if _fast is None else frozenset(
-    int(getattr(_fast, f"PN_{name}")) for name in (
-        "CONNECTION_REMOTE_OPEN", "SESSION_REMOTE_OPEN", "LINK_REMOTE_OPEN", "LINK_FLOW", "LINK_REMOTE_CLOSE",
-        "LINK_REMOTE_DETACH", "SESSION_REMOTE_CLOSE", "CONNECTION_REMOTE_CLOSE"))
-"""The event types :meth:`AmqpConnection._on_event` acts on (besides deliveries)."""
+    deliveries: dict[int, Ptr] = field(default_factory=dict)  # unsettled, no outcome yet: core id -> delivery
+    ids: dict[Ptr, int] = field(default_factory=dict)  # the same, delivery -> core delivery id
 
 
 @dataclass(eq=False)
 class _Txn:
     name: str
-    deliveries: list[tuple[PnDelivery, bool]] = field(default_factory=list)  # (delivery, settled by client)
+    # transactional dispositions: (delivery, settled by the client, its link, core delivery id)
+    deliveries: list[tuple[Ptr, bool, _OutLink, int]] = field(default_factory=list)
     failed: str | None = None  # a pre-settled transfer of the transaction could not be processed (4.4.4)
 
 
 class AmqpConnection:
-    """The broker side of one AMQP connection."""
+    """The broker side of one AMQP connection.
+
+    Deliveries are proton's C pointers, never wrapper objects, on the paths every message takes
+    (transfer in, delivery out, accepted disposition, flow). A delivery pointer is used only while
+    it cannot have been freed: proton keeps a delivery until it is settled locally, so every
+    delivery this class still has to settle is in exactly one of ``_open_in`` (transfers
+    awaiting our outcome), ``_OutLink.ids`` (deliveries awaiting the client's outcome) or
+    ``_open_out`` (deliveries whose outcome the core is applying), and is removed from it when
+    settled; a pointer in none of them is never touched.
+    """
 
     def __init__(self, conn_id: str, hub: Hub, auth: Authenticator | None = None, *,
                  on_output: Callable[[], None] | None = None, receive_window: int = RECEIVE_WINDOW) -> None:
@@ -171,14 +187,17 @@ class AmqpConnection:
         self.opened = False  # registered with the core
         self.finished = False  # core told about the end
         self.error: str | None = None
-        self._out_links: dict[Link, _OutLink] = {}
+        self._links: dict[Ptr, _InLink | _OutLink] = {}
+        self._in_links: dict[Ptr, _InLink] = {}
         self._out_by_sub: dict[str, _OutLink] = {}
-        self._coordinators: set[Link] = set()
+        self._open_in: set[Ptr] = set()
+        self._open_out: set[Ptr] = set()
         self._txns: dict[str, _Txn] = {}
         self._txn_ids = itertools.count(1)
         self._sub_ids = itertools.count(1)
-        self._handled: set[PnDelivery] = set()
-        self._credit: dict[Link, list[int]] = {}  # links we receive on: [credit granted, transfers received]
+        self._recv_buffer = bytearray(1 << 16)
+        self._recv_view = ffi.from_buffer(self._recv_buffer)  # what pn_link_recv writes into
+        self._recv_bytes = memoryview(self._recv_buffer)
         faults = self.core.faults
         # frame-level mutants (ignore-prefetch, client-as-individual): see mutants.py; no cost otherwise
         self._rewriter = (FrameRewriter(self._mutant)
@@ -217,10 +236,11 @@ class AmqpConnection:
 
     def data_to_send(self) -> bytes:
         """Bytes for the peer: SASL frames first, then (once authenticated) proton's AMQP output."""
-        chunks = [self.sasl.data_to_send()]
-        if self.sasl.state is SaslState.DONE:
-            chunks.append(self._engine.take_output())
-        return b"".join(chunks)
+        sasl = self.sasl.data_to_send()
+        if self.sasl.state is not SaslState.DONE:
+            return sasl
+        out = self._engine.take_output()
+        return sasl + out if sasl else out
 
     @property
     def should_close(self) -> bool:
@@ -243,9 +263,9 @@ class AmqpConnection:
 
     # -- engine events ---------------------------------------------------------------------------
 
-    def _grant(self, link: Link, credit: int) -> None:
-        self._credit.setdefault(link, [0, 0])[0] += credit
-        link.flow(credit)
+    def _grant(self, state: _InLink, credit: int) -> None:
+        state.granted += credit
+        lib.pn_link_flow(state.impl, credit)
 
     def _replenish(self) -> None:
         """Top up the credit of links we receive on, once per batch of input.
@@ -253,43 +273,50 @@ class AmqpConnection:
         Granting only between batches means a transfer is judged against credit the
         client could have seen, so exceeding it is a real violation.
         """
-        for link, (granted, received) in list(self._credit.items()):
-            if link.state & (Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED):
-                self._credit.pop(link, None)
+        window = self.receive_window
+        for impl, state in list(self._in_links.items()):
+            if lib.pn_link_state(impl) & _CLOSED:
+                del self._in_links[impl]
                 continue
-            left = granted - received
-            if left <= self.receive_window // 2:
-                self._grant(link, self.receive_window - left)
+            left = state.granted - state.received
+            if left <= window // 2:
+                self._grant(state, window - left)
 
     def _dispatch(self) -> None:
-        if _fast is None:
-            self._engine.dispatch_events()
-            return
-        # Fast path (proton's C API through cproton): most events are transfers and dispositions or
-        # are of no interest; only the rest pay for proton's Event wrapper (the broker's hottest loop).
-        impl = self.collector._impl
-        while True:
-            raw = _fast.pn_collector_peek(impl)
-            if _fast.isnull(raw):
-                break
-            try:
-                kind = _fast.pn_event_type(raw)
-                if kind == _fast.PN_DELIVERY:
-                    dlv = PnDelivery.wrap(_fast.pn_event_delivery(raw))  # type: ignore[no-untyped-call]
-                    if dlv is not None:
-                        self._on_delivery(dlv)
-                elif kind in _WANTED_EVENTS:
-                    event = Event.wrap(raw)  # type: ignore[no-untyped-call]
-                    if event is not None:
-                        self._on_event(event)
-            finally:
-                _fast.pn_collector_pop(impl)
+        """Handle every collected event, on proton's C API.
 
-    def _on_delivery(self, dlv: PnDelivery) -> None:
-        if dlv.link.is_receiver:
-            self._transfer(dlv)
-        else:
-            self._disposition(dlv)
+        Most events are transfers, dispositions and flow, handled here from the C pointers;
+        only the rare rest (opens, closes) pay for proton's ``Event`` wrapper. Every other
+        event type is popped unread. This is the broker's hottest loop.
+        """
+        collector = self.collector._impl
+        links = self._links
+        peek = lib.pn_collector_peek
+        while True:
+            event = peek(collector)
+            if not event:
+                return
+            try:
+                kind = lib.pn_event_type(event)
+                if kind == _PN_DELIVERY:
+                    dlv = lib.pn_event_delivery(event)
+                    state = links.get(lib.pn_delivery_link(dlv))
+                    if state is None:
+                        pass  # a link we refused or closed
+                    elif state.__class__ is _InLink:
+                        self._transfer(dlv, state)
+                    else:
+                        self._disposition(dlv, cast(_OutLink, state))
+                elif kind == _PN_LINK_FLOW:
+                    state = links.get(lib.pn_event_link(event))
+                    if state is not None and state.__class__ is _OutLink:
+                        self._flow(state)
+                elif kind in _WANTED_EVENTS:
+                    wrapped = Event.wrap(event)  # type: ignore[no-untyped-call]
+                    if wrapped is not None:
+                        self._on_event(wrapped)
+            finally:
+                lib.pn_collector_pop(collector)
 
     def _process(self) -> None:
         self._dispatch()
@@ -317,20 +344,16 @@ class AmqpConnection:
             event.session.open()
         elif kind == Event.LINK_REMOTE_OPEN and event.link is not None:
             self._attach(event.link)
-        elif kind == Event.LINK_FLOW and event.link is not None and event.link.is_sender:
-            self._flow(event.link)
-        elif kind == Event.DELIVERY and event.delivery is not None:
-            self._on_delivery(event.delivery)
         elif kind in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH) and event.link is not None:
             self._detach(event.link)
         elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
-            for link in list(self._out_links):
-                if link.session is event.session:
-                    self._detach(link)
+            for out in list(self._out_by_sub.values()):
+                if out.link.session == event.session:
+                    self._detach(out.link)
             event.session.close()
         elif kind == Event.CONNECTION_REMOTE_CLOSE:
-            for link in list(self._out_links):
-                self._detach(link)
+            for out in list(self._out_by_sub.values()):
+                self._detach(out.link)
             self.connection.close()
             self._finish(abrupt=False)
 
@@ -348,21 +371,23 @@ class AmqpConnection:
         remote = link.remote_target
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
+        impl = link._impl
         if remote.type == Terminus.COORDINATOR:
             link.target.type = Terminus.COORDINATOR
             link.target.copy(remote)
-            self._coordinators.add(link)
-            link.open()
-            self._grant(link, self.receive_window)
-            return
-        caps = _capabilities(remote)
-        if remote.address is not None and core_destination(remote.address, caps) is None:
-            self._refuse(link, ERR_NOT_FOUND, f"no such address {remote.address!r}")
-            return
-        link.target.copy(remote)
-        link.source.copy(link.remote_source)
+            state = _InLink(link, impl, None, frozenset(), coordinator=True)
+        else:
+            caps = _capabilities(remote)
+            destination = core_destination(remote.address, caps)
+            if remote.address is not None and destination is None:
+                self._refuse(link, ERR_NOT_FOUND, f"no such address {remote.address!r}")
+                return
+            link.target.copy(remote)
+            link.source.copy(link.remote_source)
+            state = _InLink(link, impl, destination, caps)
+        self._links[impl] = self._in_links[impl] = state
         link.open()
-        self._grant(link, self.receive_window)
+        self._grant(state, self.receive_window)
 
     def _attach_out(self, link: Link) -> None:
         remote = link.remote_source
@@ -383,35 +408,40 @@ class AmqpConnection:
         link.rcv_settle_mode = link.remote_rcv_settle_mode
         ack = AckMode.AUTO if link.remote_snd_settle_mode == Link.SND_SETTLED else AckMode.CLIENT_INDIVIDUAL
         sub = f"{link.name}#{next(self._sub_ids)}"
-        out = _OutLink(link=link, sub=sub, ack=ack)
+        out = _OutLink(link=link, impl=link._impl, sub=sub, ack=ack)
         try:
             effects = self.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0)
         except CoreError as exc:
             self._refuse(link, ERR_INVALID_FIELD, exc.message)
             return
-        self._out_links[link] = out
+        self._links[out.impl] = out
         self._out_by_sub[sub] = out
         link.open()
         self._run(effects)
 
     def _detach(self, link: Link) -> None:
-        out = self._out_links.pop(link, None)
-        if out is not None:
-            self._out_by_sub.pop(out.sub, None)
-            if self.core.has_subscription(self.conn_id, out.sub):
-                self._run(self.core.unsubscribe(self.conn_id, out.sub))
-        self._coordinators.discard(link)
+        state = self._links.pop(link._impl, None)
+        self._in_links.pop(link._impl, None)
+        if isinstance(state, _OutLink):
+            self._out_by_sub.pop(state.sub, None)
+            if self.core.has_subscription(self.conn_id, state.sub):
+                self._run(self.core.unsubscribe(self.conn_id, state.sub))
         if not link.state & Endpoint.LOCAL_CLOSED:
             link.close()
 
+    def _close_link(self, impl: Ptr, name: str, description: str) -> None:
+        """End a link with an error (its state is dropped: later transfers and dispositions are ignored)."""
+        state = self._links.pop(impl, None)
+        self._in_links.pop(impl, None)
+        if state is not None:
+            state.link.condition = Condition(name, description)
+            state.link.close()
+
     # -- flow -----------------------------------------------------------------------------------------
 
-    def _flow(self, link: Link) -> None:
-        out = self._out_links.get(link)
-        if out is None:
-            return
-        delta = link.credit - out.core_credit
-        drain = bool(link.drain_mode)
+    def _flow(self, out: _OutLink) -> None:
+        delta = lib.pn_link_credit(out.impl) - out.core_credit
+        drain = bool(lib.pn_link_get_drain(out.impl))
         if delta == 0 and not drain:
             return
         out.core_credit += delta
@@ -419,104 +449,123 @@ class AmqpConnection:
 
     # -- incoming transfers ------------------------------------------------------------------------
 
-    def _transfer(self, dlv: PnDelivery) -> None:
-        link = dlv.link
-        if dlv.partial or dlv in self._handled:
+    def _recv(self, impl: Ptr, size: int) -> bytes:
+        if size > len(self._recv_buffer):
+            self._recv_buffer = bytearray(size)
+            self._recv_view = ffi.from_buffer(self._recv_buffer)
+            self._recv_bytes = memoryview(self._recv_buffer)
+        got = lib.pn_link_recv(impl, self._recv_view, size)
+        return self._recv_bytes[:got].tobytes() if got > 0 else b""
+
+    def _transfer(self, dlv: Ptr, state: _InLink) -> None:
+        # a delivery is handled once, when complete: it is then the link's current one (readable)
+        # and advancing past it makes it not current for good
+        if not lib.pn_delivery_readable(dlv) or lib.pn_delivery_partial(dlv):
             return
-        self._handled.add(dlv)
-        counts = self._credit.setdefault(link, [0, 0])
-        counts[1] += 1
-        if counts[1] > counts[0]:
+        impl = state.impl
+        state.received += 1
+        if state.received > state.granted:
             # more transfers than all the credit we ever granted (2.6.7): detach the link
-            link.condition = Condition(ERR_TRANSFER_LIMIT, "transfer sent without link credit")
-            link.close()
-            self._credit.pop(link, None)
+            self._close_link(impl, ERR_TRANSFER_LIMIT, "transfer sent without link credit")
             return
-        payload = link.recv(dlv.pending) or b""
-        link.advance()
+        payload = self._recv(impl, lib.pn_delivery_pending(dlv))
+        lib.pn_link_advance(impl)
+        self._open_in.add(dlv)  # to be settled by us: _answer or the pre-settled paths below
+        if state.coordinator:
+            self._control(dlv, payload)
+            return
+        tx: str | None = None
+        if lib.pn_delivery_remote_state(dlv) == TRANSACTIONAL_STATE:
+            known, tx = self._transaction_of(dlv, receiving=True)
+            if not known:
+                return
+        try:
+            incoming = read_incoming(payload)
+        except Exception as exc:
+            self._answer(dlv, REJECTED, condition=Condition(ERR_DECODE, f"undecodable message: {exc}"))
+            return
+        destination = state.destination or core_destination(incoming.to, state.caps)
+        if destination is None:
+            self._answer(dlv, REJECTED, condition=Condition(ERR_NOT_FOUND, "message has no destination address"))
+            return
+        settled = bool(lib.pn_delivery_settled(dlv))
+        if self.core.faults is not None and self._rejected_by_fault(dlv, settled, destination, tx):
+            return
+        confirm = None if settled else _Token("transfer", dlv, tx is not None)
+        try:
+            effects = self.core.publish(self.conn_id, destination, incoming.body, incoming.headers,
+                                        persistent=incoming.durable, tx=tx, confirm=confirm)
+        except CoreError as exc:
+            self._answer(dlv, REJECTED, condition=Condition(ERR_INVALID_FIELD, exc.message))
+            return
+        if settled:
+            self._open_in.discard(dlv)
+            lib.pn_delivery_settle(dlv)
+        self._run(effects)
+
+    def _rejected_by_fault(self, dlv: Ptr, settled: bool, destination: str, tx: str | None) -> bool:
+        """Fault rule ``reject_send``: the transfer cannot be processed. Unsettled: rejected. Pre-settled in
+        a transaction: nobody can be told now, so the transaction is marked failed and its commit fails (4.4.4)."""
+        faults = self.core.faults
+        if faults is None:
+            return False
+        rules = faults.rules_for(destination, self.conn_id, self.user)
+        if not rules:
+            return False
+        reason = next((r.reject_send for r in rules if r.reject_send is not None), None)
+        if reason is None:
+            return False
+        if not settled:
+            self._answer(dlv, REJECTED, condition=Condition(ERR_NOT_ALLOWED, reason))
+            return True
+        if tx is not None:
+            self._txns[tx].failed = reason
+        self._open_in.discard(dlv)
+        lib.pn_delivery_settle(dlv)
+        return True
+
+    def _transaction_of(self, dlv: Ptr, *, receiving: bool) -> tuple[bool, str | None]:
+        """(known, the core transaction a transfer or disposition belongs to); refuses unknown ids."""
+        if lib.pn_delivery_remote_state(dlv) != TRANSACTIONAL_STATE:
+            return True, None
+        data = _wrap(dlv).remote.data or []
+        txn_id = bytes(data[0]).decode("utf-8", "replace") if data else ""
+        if txn_id not in self._txns:
+            cond = Condition(ERR_UNKNOWN_TXN, f"unknown transaction {txn_id!r}")
+            if receiving:
+                self._answer(dlv, REJECTED, condition=cond)
+            else:
+                self._close_link(lib.pn_delivery_link(dlv), cond.name, cond.description or "")
+            return False, None
+        return True, txn_id
+
+    def _answer(self, dlv: Ptr, state: int, *, condition: Condition | None = None,
+                data: list[Any] | None = None) -> None:
+        """Our outcome for a transfer, settled (once: a delivery we settled already is left alone)."""
+        if dlv not in self._open_in:
+            return
+        self._open_in.discard(dlv)
+        if condition is not None or data is not None:
+            wrapper = _wrap(dlv)
+            if condition is not None:
+                wrapper.local.condition = condition
+            if data is not None:
+                wrapper.local.data = data
+            wrapper.update(state)
+        else:
+            lib.pn_delivery_update(dlv, state)
+        lib.pn_delivery_settle(dlv)
+        self.on_output()
+
+    # -- transaction coordinator ------------------------------------------------------------------
+
+    def _control(self, dlv: Ptr, payload: bytes) -> None:
         try:
             msg = Message()
             msg.decode(payload)
         except Exception as exc:
             self._answer(dlv, REJECTED, condition=Condition(ERR_DECODE, f"undecodable message: {exc}"))
             return
-        if link in self._coordinators:
-            self._control(dlv, msg)
-            return
-        known, tx = self._transaction_of(dlv)
-        if not known:
-            return
-        caps = _capabilities(link.remote_target)
-        destination = core_destination(link.remote_target.address, caps) or core_destination(msg.address, caps)
-        if destination is None:
-            self._answer(dlv, REJECTED, condition=Condition(ERR_NOT_FOUND, "message has no destination address"))
-            return
-        if self._rejected_by_fault(dlv, destination, tx):
-            return
-        body, headers, persistent = to_core(msg)
-        confirm = None if dlv.settled else _Token("transfer", dlv, tx is not None)
-        try:
-            effects = self.core.publish(self.conn_id, destination, body, headers, persistent=persistent,
-                                                tx=tx, confirm=confirm)
-        except CoreError as exc:
-            self._answer(dlv, REJECTED, condition=Condition(ERR_INVALID_FIELD, exc.message))
-            return
-        if dlv.settled:
-            _settle(dlv)
-            self._handled.discard(dlv)
-        self._run(effects)
-
-    def _rejected_by_fault(self, dlv: PnDelivery, destination: str, tx: str | None) -> bool:
-        """Fault rule ``reject_send``: the transfer cannot be processed. Unsettled: rejected. Pre-settled in
-        a transaction: nobody can be told now, so the transaction is marked failed and its commit fails (4.4.4)."""
-        faults = self.core.faults
-        if faults is None:
-            return False
-        reason = next((r.reject_send for r in faults.rules_for(destination, self.conn_id, self.user)
-                       if r.reject_send is not None), None)
-        if reason is None:
-            return False
-        if not dlv.settled:
-            self._answer(dlv, REJECTED, condition=Condition(ERR_NOT_ALLOWED, reason))
-            return True
-        if tx is not None:
-            self._txns[tx].failed = reason
-        _settle(dlv)
-        self._handled.discard(dlv)
-        return True
-
-    def _transaction_of(self, dlv: PnDelivery) -> tuple[bool, str | None]:
-        """(known, the core transaction a transfer or disposition belongs to); refuses unknown ids."""
-        if dlv.remote_state != TRANSACTIONAL_STATE:
-            return True, None
-        data = dlv.remote.data or []
-        txn_id = bytes(data[0]).decode("utf-8", "replace") if data else ""
-        if txn_id not in self._txns:
-            cond = Condition(ERR_UNKNOWN_TXN, f"unknown transaction {txn_id!r}")
-            if dlv.link.is_receiver:
-                self._answer(dlv, REJECTED, condition=cond)
-            else:
-                dlv.link.condition = cond
-                dlv.link.close()
-            return False, None
-        return True, txn_id
-
-    def _answer(self, dlv: PnDelivery, state: int, *, condition: Condition | None = None,
-                data: list[Any] | None = None) -> None:
-        if _locally_settled(dlv):
-            return
-        if condition is not None:
-            dlv.local.condition = condition
-        if data is not None:
-            dlv.local.data = data
-        dlv.update(state)
-        _settle(dlv)
-        self._handled.discard(dlv)
-        self.on_output()
-
-    # -- transaction coordinator ------------------------------------------------------------------
-
-    def _control(self, dlv: PnDelivery, msg: Message) -> None:
         body = msg.body
         if not isinstance(body, Described):
             self._answer(dlv, REJECTED, condition=Condition(ERR_DECODE, "coordinator expects declare or discharge"))
@@ -536,16 +585,11 @@ class AmqpConnection:
             if txn is None:
                 self._answer(dlv, REJECTED, condition=Condition(ERR_UNKNOWN_TXN, f"unknown transaction {txn_id!r}"))
                 return
-            if not fail and txn.failed is None:
-                txn.failed = self._commit_fault()
             if not fail and txn.failed is not None:
-                # a pre-settled transfer of it failed (4.4.4), or fault rule fail_commit: roll back instead
+                # a pre-settled transfer of it failed: the commit cannot succeed, roll back instead (4.4.4)
                 self._run(self.core.abort(self.conn_id, txn_id,
-                                          redeliver_settled=any(settled for _, settled in txn.deliveries)))
-                for tdlv, client_settled in txn.deliveries:
-                    self._handled.discard(tdlv)
-                    if client_settled:
-                        _settle(tdlv)
+                                          redeliver_settled=any(entry[1] for entry in txn.deliveries)))
+                self._end_txn(txn, rolled_back=True)
                 self._answer(dlv, REJECTED, condition=Condition(ERR_TXN_ROLLBACK,
                                                                 f"transaction rolled back: {txn.failed}"))
                 return
@@ -553,79 +597,67 @@ class AmqpConnection:
             if fail:
                 # settled transactional dispositions cannot be re-settled: give those back (STOMP ABORT
                 # semantics); unsettled ones stay acquired by the link (AMQP 4.4.2)
-                any_settled = any(settled for _, settled in txn.deliveries)
+                any_settled = any(entry[1] for entry in txn.deliveries)
                 effects = self.core.abort(self.conn_id, txn_id, redeliver_settled=any_settled,
-                                                  confirm=token)
+                                          confirm=token)
             else:
                 effects = self.core.commit(self.conn_id, txn_id, confirm=token)
             self._run(effects)
         else:
             self._answer(dlv, REJECTED, condition=Condition(ERR_DECODE, f"unknown coordinator message {descriptor}"))
 
-    def _commit_fault(self) -> str | None:
-        """Fault rule ``fail_commit``: this discharge fails like the STOMP COMMIT does (rolled back instead)."""
-        faults = self.core.faults
-        if faults is None or not faults.active:
-            return None
-        return next((r.fail_commit for r in faults.rules_for(None, self.conn_id, self.user)
-                     if r.fail_commit is not None), None)
+    def _end_txn(self, txn: _Txn, *, rolled_back: bool) -> None:
+        """The transaction is over: settle its dispositions; after a rollback the ones the client left
+        unsettled stay acquired by their link, so the client may settle them anew (4.4.2)."""
+        for tdlv, client_settled, out, delivery_id in txn.deliveries:
+            if not rolled_back or client_settled:
+                self._settle_out(tdlv)
+            elif tdlv in self._open_out and self._links.get(out.impl) is out:
+                self._open_out.discard(tdlv)
+                out.ids[tdlv] = delivery_id
+                out.deliveries[delivery_id] = tdlv
 
     # -- dispositions from the client -------------------------------------------------------------
 
-    def _disposition(self, dlv: PnDelivery) -> None:
-        link = dlv.link
-        out = self._out_links.get(link)
-        if out is None or dlv in self._handled or _locally_settled(dlv):
-            return
-        if not dlv.remote_state and not dlv.settled:
-            return
-        delivery_id = _delivery_id(dlv)
-        if delivery_id is None or out.ack is AckMode.AUTO:
-            if dlv.settled:
-                _settle(dlv)
-            return
-        state = dlv.remote_state
-        tx: str | None = None
-        if state == TRANSACTIONAL_STATE:
-            known, tx = self._transaction_of(dlv)
+    def _disposition(self, dlv: Ptr, out: _OutLink) -> None:
+        delivery_id = out.ids.get(dlv)
+        if delivery_id is None:
+            return  # pre-settled, or its outcome is already being applied
+        state = lib.pn_delivery_remote_state(dlv)
+        if state == ACCEPTED:
+            settlement = ACCEPT
+            tx: str | None = None
+        elif not state and not lib.pn_delivery_settled(dlv):
+            return  # no outcome yet
+        elif state == TRANSACTIONAL_STATE:
+            known, tx = self._transaction_of(dlv, receiving=False)
             if not known or tx is None:
                 return
-            data = dlv.remote.data or []
-            inner = data[1] if len(data) > 1 else None
-            settlement = _inner_settlement(inner)
+            data = _wrap(dlv).remote.data or []
+            settlement = _inner_settlement(data[1] if len(data) > 1 else None)
         else:
-            settlement = _settlement(dlv)
-            self._merge_annotations(out, delivery_id, dlv, settlement)
-        self._handled.add(dlv)
+            settlement = _settlement(_wrap(dlv))
+            tx = None
+        del out.ids[dlv]
+        del out.deliveries[delivery_id]
+        self._open_out.add(dlv)
         # a transactional outcome is applied at discharge; the discharge answer confirms it
-        confirm = _Token("settle", dlv) if tx is None else None
         try:
             effects = self.core.settle(self.conn_id, delivery_id, settlement, cumulative=False, tx=tx,
-                                               confirm=confirm)
+                                       confirm=None if tx is not None else _Token("settle", dlv))
         except CoreError as exc:
-            link.condition = Condition(ERR_NOT_ALLOWED, exc.message)
-            link.close()
+            self._close_link(out.impl, ERR_NOT_ALLOWED, exc.message)
             return
-        out.deliveries.pop(delivery_id, None)
-        out.message_ids.pop(delivery_id, None)
         if tx is not None:
-            self._txns[tx].deliveries.append((dlv, bool(dlv.settled)))
+            self._txns[tx].deliveries.append((dlv, bool(lib.pn_delivery_settled(dlv)), out, delivery_id))
         self._run(effects)
 
-    # -- effects ----------------------------------------------------------------------------------
+    def _settle_out(self, dlv: Ptr) -> None:
+        if dlv in self._open_out:
+            self._open_out.discard(dlv)
+            lib.pn_delivery_settle(dlv)
 
-    def _merge_annotations(self, out: _OutLink, delivery_id: int, dlv: PnDelivery, settlement: Settlement) -> None:
-        """modified{message-annotations}: merged into the message for later deliveries; gone once it is retired."""
-        message_id = out.message_ids.get(delivery_id)
-        if message_id is None:
-            return
-        table = _annotations_of(self.core)
-        if settlement.outcome is Outcome.MODIFIED:
-            extra = dlv.remote.annotations
-            if extra:
-                table.setdefault(message_id, {}).update(extra)
-        elif settlement.outcome in (Outcome.ACCEPTED, Outcome.REJECTED):
-            table.pop(message_id, None)
+    # -- effects ----------------------------------------------------------------------------------
 
     def _run(self, effects: list[Effect]) -> None:
         if effects:
@@ -644,18 +676,23 @@ class AmqpConnection:
         Mutants: ``no-receipt`` never answers an unsettled transfer; ``early-receipt``
         answers it before the journal sync.
         """
-        token = effect.token
-        if isinstance(token, _Token) and token.kind == "transfer":
-            if self._mutant("no-receipt"):
-                return
-            if self._mutant("early-receipt"):
-                needs_sync = 0
+        faults = self.core.faults
+        if faults is not None and faults.any_mutant:
+            token = effect.token
+            if isinstance(token, _Token) and token.kind == "transfer":
+                if self._mutant("no-receipt"):
+                    return
+                if self._mutant("early-receipt"):
+                    needs_sync = 0
         if needs_sync and needs_sync > self.hub.synced:
             self._awaiting_sync.append((needs_sync, effect))
             return
-        self.on_effect(effect)
+        self._confirm(effect.token)
+        self.on_output()
 
     def on_synced(self, synced: int) -> None:
+        if not self._awaiting_sync:
+            return
         ready = [c for n, c in self._awaiting_sync if n <= synced]
         if not ready:
             return
@@ -665,7 +702,7 @@ class AmqpConnection:
 
     def on_effect(self, effect: Effect) -> None:
         """Carry out one effect the core addressed to this connection."""
-        if isinstance(effect, Deliver):
+        if effect.__class__ is Deliver:
             self._deliver(effect)
         elif isinstance(effect, Confirm):
             self._confirm(effect.token)
@@ -685,90 +722,81 @@ class AmqpConnection:
         out = self._out_by_sub.get(effect.sub)
         if out is None:
             return
-        link = out.link
-        merged = _ANNOTATIONS.get(self.core)
         faults = self.core.faults
-        if not (faults is not None and faults.any_mutant) and not (merged and effect.message.message_id in merged):
-            # the common case: no mutant rewrites it, no annotations merged in
+        if faults is None or not faults.any_mutant:
             payload = encode_delivery(effect.message, delivery_count=effect.delivery_count,
                                       redelivered=effect.redelivered)
         else:
-            payload = self._slow_encode(effect, merged)
-        dlv = link.delivery(str(effect.delivery_id))
-        link.send(payload)
-        link.advance()
+            payload = self._mutated(effect)
+        impl = out.impl
+        tag = b"%d" % effect.delivery_id
+        dlv = lib.pn_delivery(impl, (len(tag), ffi.from_buffer(tag)))
+        lib.pn_link_send(impl, ffi.from_buffer(payload), len(payload))
+        lib.pn_link_advance(impl)
         out.core_credit -= 1
         if out.ack is AckMode.AUTO:
-            _settle(dlv)
+            lib.pn_delivery_settle(dlv)
         else:
             out.deliveries[effect.delivery_id] = dlv
-            out.message_ids[effect.delivery_id] = effect.message.message_id
+            out.ids[dlv] = effect.delivery_id
 
-    def _slow_encode(self, effect: Deliver, merged: dict[str, dict[Any, Any]] | None) -> bytes:
-        msg = from_core(effect.message, delivery_count=effect.delivery_count, redelivered=effect.redelivered)
+    def _mutated(self, effect: Deliver) -> bytes:
+        """A delivery as the ``mangle-body``/``mangle-header`` mutants get it wrong (when they are on)."""
         destination = effect.message.destination
-        if self._mutant("mangle-body", destination) and effect.message.body:
+        mangle_body = self._mutant("mangle-body", destination) and bool(effect.message.body)
+        mangle_header = self._mutant("mangle-header", destination)
+        if not mangle_body and not mangle_header:
+            return encode_delivery(effect.message, delivery_count=effect.delivery_count,
+                                   redelivered=effect.redelivered)
+        msg = from_core(effect.message, delivery_count=effect.delivery_count, redelivered=effect.redelivered)
+        if mangle_body:
             body = effect.message.body
             msg.body = bytes([body[0] ^ 0x01]) + body[1:]
-        if self._mutant("mangle-header", destination) and msg.properties:
+        if mangle_header and msg.properties:
             props = dict(msg.properties)
             name = next(iter(props))
             value = str(props[name])
             props[name] = (value[:-1] + chr(ord(value[-1]) ^ 1)) if value else "x"
             msg.properties = props
-        if merged:
-            extra = merged.get(effect.message.message_id)
-            if extra:
-                msg.annotations = {**(msg.annotations or {}), **extra}
         return bytes(msg.encode())
 
     def _confirm(self, token: object) -> None:
-        if not isinstance(token, _Token):
+        if token.__class__ is not _Token:
             return
+        assert isinstance(token, _Token)
         dlv = token.delivery
-        if token.kind == "transfer":
+        kind = token.kind
+        if kind == "settle":
+            self._settle_out(dlv)
+        elif kind == "transfer":
             if token.extra:  # transactional: report the presumptive outcome (4.4.1)
                 self._answer(dlv, TRANSACTIONAL_STATE, data=[_txn_of_transfer(dlv), Described(ulong(ACCEPTED), [])])
             else:
                 self._answer(dlv, ACCEPTED)
-        elif token.kind == "settle":
-            self._handled.discard(dlv)
-            _settle(dlv)
-        elif token.kind == "discharge":
+        elif kind == "discharge":
             txn, fail = token.extra
             self._answer(dlv, ACCEPTED)
-            for tdlv, client_settled in txn.deliveries:
-                self._handled.discard(tdlv)
-                if not fail or client_settled:
-                    _settle(tdlv)
-                # rolled back and unsettled: still acquired by the link, the client may settle it anew
+            self._end_txn(txn, rolled_back=fail)
 
     def _reject(self, token: object, reason: str) -> None:
         if not isinstance(token, _Token):
             return
         dlv = token.delivery
         if token.kind == "settle":
-            self._handled.discard(dlv)
-            _settle(dlv)
+            self._settle_out(dlv)
             return
         name = ERR_TXN_ROLLBACK if token.kind == "discharge" else ERR_RESOURCE_LIMIT
         self._answer(dlv, REJECTED, condition=Condition(name, reason))
 
 
-def _txn_of_transfer(dlv: PnDelivery) -> bytes:
-    data = dlv.remote.data or []
+def _wrap(dlv: Ptr) -> PnDelivery:
+    """proton's wrapper of a delivery, for the rare paths that read or write its disposition's fields."""
+    return cast(PnDelivery, PnDelivery.wrap(dlv))  # type: ignore[no-untyped-call]
+
+
+def _txn_of_transfer(dlv: Ptr) -> bytes:
+    data = _wrap(dlv).remote.data or []
     return bytes(data[0]) if data else b""
-
-
-def _locally_settled(dlv: PnDelivery) -> bool:
-    return bool(getattr(dlv, "ackspec_settled", False))
-
-
-def _settle(dlv: PnDelivery) -> None:
-    """Settle once: proton frees a delivery settled on both sides, so it must not be touched again."""
-    if not _locally_settled(dlv):
-        dlv.ackspec_settled = True
-        dlv.settle()
 
 
 def _capabilities(terminus: Terminus) -> frozenset[str]:
@@ -789,14 +817,6 @@ def _capabilities(terminus: Terminus) -> frozenset[str]:
         return frozenset()
 
 
-def _delivery_id(dlv: PnDelivery) -> int | None:
-    tag = dlv.tag
-    try:
-        return int(tag)
-    except (TypeError, ValueError):
-        return None
-
-
 def _settlement(dlv: PnDelivery) -> Settlement:
     state = dlv.remote_state
     if state == ACCEPTED:
@@ -805,7 +825,8 @@ def _settlement(dlv: PnDelivery) -> Settlement:
         return RELEASE
     if state == MODIFIED:
         return Settlement(Outcome.MODIFIED, delivery_failed=bool(dlv.remote.failed),
-                          undeliverable_here=bool(dlv.remote.undeliverable))
+                          undeliverable_here=bool(dlv.remote.undeliverable),
+                          headers=annotation_headers(dlv.remote.annotations))
     if state == REJECTED:
         cond = dlv.remote.condition
         reason = (cond.description or str(cond.name)) if cond is not None else "rejected by consumer"
@@ -825,8 +846,10 @@ def _inner_settlement(inner: Any) -> Settlement:
     if code == RELEASED:
         return RELEASE
     if code == MODIFIED:
+        annotations = fields[2] if len(fields) > 2 and isinstance(fields[2], dict) else None
         return Settlement(Outcome.MODIFIED, delivery_failed=bool(fields[0]) if fields else False,
-                          undeliverable_here=bool(fields[1]) if len(fields) > 1 else False)
+                          undeliverable_here=bool(fields[1]) if len(fields) > 1 else False,
+                          headers=annotation_headers(annotations))
     if code == REJECTED:
         return Settlement(Outcome.REJECTED, reason="rejected in transaction")
     return ACCEPT

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from proton import Message
+from proton import Message, symbol
 
+from ackspec.reference.amqp.sections import Incoming, Unhandled, read_message, write_bare
 from ackspec.reference.broker import Message as CoreMessage
 
 QUEUE = "/queue/"
@@ -27,6 +28,11 @@ PROPERTY_HEADERS: tuple[tuple[str, str], ...] = (
 )
 RESERVED_HEADERS = frozenset({"message-id", "destination", "persistent", "redelivered", "delivery-count",
                               "subscription", "ack", "content-length", "receipt", "transaction"})
+ANNOTATION_PREFIX = "amqp-annotation."
+"""A core header ``amqp-annotation.<key>`` travels over AMQP as message-annotation ``<key>`` (a text value).
+
+The message-annotations a ``modified`` outcome adds (3.4.5) are stored this way, so the core keeps
+and journals them with the message like any header; a STOMP consumer sees them as headers."""
 
 
 def core_destination(address: str | None, capabilities: frozenset[str] = frozenset()) -> str | None:
@@ -67,6 +73,26 @@ def to_core(msg: Message) -> tuple[bytes, tuple[tuple[str, str], ...], bool]:
     return body_bytes(msg.body), tuple(headers), bool(msg.durable)
 
 
+def read_incoming(payload: bytes) -> Incoming:
+    """An incoming transfer's message as the core needs it: the hand-written reader of :mod:`.sections`,
+    or proton's ``Message`` + :func:`to_core` for what that reader leaves to proton.
+
+    Raises whatever proton raises for an undecodable message."""
+    try:
+        return read_message(payload)
+    except Unhandled:
+        pass
+    msg = Message()
+    msg.decode(payload)
+    body, headers, persistent = to_core(msg)
+    return Incoming(body, headers, persistent, msg.address)
+
+
+def annotation_headers(annotations: dict[Any, Any] | None) -> tuple[tuple[str, str], ...]:
+    """message-annotations (of a ``modified`` outcome) as core headers (:data:`ANNOTATION_PREFIX`)."""
+    return tuple((f"{ANNOTATION_PREFIX}{key}", _text(value)) for key, value in (annotations or {}).items())
+
+
 def body_bytes(body: Any) -> bytes:
     """Data sections are the bytes; an amqp-value string is its UTF-8; anything else its text."""
     if body is None:
@@ -81,8 +107,8 @@ def body_bytes(body: Any) -> bytes:
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+    if isinstance(value, bytes | bytearray | memoryview):  # proton decodes binary as a memoryview
+        return bytes(value).decode("utf-8", "replace")
     if isinstance(value, int):  # proton's int32/uint/ulong... print as 'int32(5)': keep the number only
         return str(int(value))
     if isinstance(value, float):  # float32 likewise
@@ -106,15 +132,22 @@ def from_core(message: CoreMessage, *, delivery_count: int, redelivered: bool) -
     msg.id = message.message_id
     msg.address = message.destination
     props: dict[str, Any] = {}
-    by_header = {name: attr for attr, name in PROPERTY_HEADERS}
+    annotations: dict[str | int, Any] = {}
     for name, value in message.headers:
-        attr = by_header.get(name)
+        attr = _BY_HEADER.get(name)
         if attr is not None:
             setattr(msg, attr, value)
+        elif name.startswith(ANNOTATION_PREFIX):
+            annotations[symbol(name[len(ANNOTATION_PREFIX):])] = value
         else:
             props[name] = value
     msg.properties = props  # type: ignore[assignment]  # proton's stub says None
+    if annotations:
+        msg.annotations = annotations
     return msg
+
+
+_BY_HEADER = {name: attr for attr, name in PROPERTY_HEADERS}
 
 
 _BARE_CACHE: dict[str, tuple[CoreMessage, bytes]] = {}
@@ -127,14 +160,32 @@ def _bare(message: CoreMessage) -> bytes:
     hit = _BARE_CACHE.get(message.message_id)
     if hit is not None and hit[0] is message:
         return hit[1]
+    mapped: dict[str, str] = {}
+    props: dict[str, str] = {}
+    for name, value in message.headers:
+        if name in _BY_HEADER:
+            mapped[name] = value
+        elif name.startswith(ANNOTATION_PREFIX):  # message-annotations: rare, proton writes them
+            mapped = {}
+            break
+        else:
+            props[name] = value
+    else:
+        bare = write_bare(message.message_id, message.destination, message.body, mapped, props.items())
+        _remember(message, bare)
+        return bare
     msg = from_core(message, delivery_count=0, redelivered=True)
     msg.durable = False
     encoded = bytes(msg.encode())
     bare = encoded[len(_EMPTY_HEADER):] if encoded.startswith(_EMPTY_HEADER) else encoded
+    _remember(message, bare)
+    return bare
+
+
+def _remember(message: CoreMessage, bare: bytes) -> None:
     if len(_BARE_CACHE) >= _BARE_CACHE_SIZE:
         del _BARE_CACHE[next(iter(_BARE_CACHE))]
     _BARE_CACHE[message.message_id] = (message, bare)
-    return bare
 
 
 def _uint(value: int) -> bytes:
