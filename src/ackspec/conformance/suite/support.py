@@ -14,16 +14,23 @@ from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.rawstomp import RawFrame, RawStomp
 
 
-def received(harness: Harness, count: int, requirement_id: str, *, ack: AckMode = AckMode.CLIENT_INDIVIDUAL,
-             prefetch: int | None = None, persistent: bool = False) -> tuple[Client, str, str, list[Delivery]]:
+def subscribed(harness: Harness, *, ack: AckMode = AckMode.AUTO,
+               prefetch: int | None = None) -> tuple[Client, str, str]:
+    """A client subscribed to a fresh queue: returns the client, the queue and the subscription."""
+    q = harness.queue()
+    c = harness.client()
+    sub = c.subscribe(q, ack=ack, prefetch=prefetch)
+    return c, q, sub
+
+
+def received(harness: Harness, count: int, requirement_id: str, *, ack: AckMode, prefetch: int | None = None,
+             persistent: bool = False) -> tuple[Client, str, str, list[Delivery]]:
     """A client subscribed to a fresh queue, seqs ``0 .. count-1`` sent to it and received.
 
     Fewer than ``count`` arriving violates ``requirement_id``. Returns the client, the queue, the
     subscription and the deliveries, for the test to acknowledge, NACK, disconnect or crash.
     """
-    q = harness.queue()
-    c = harness.client()
-    sub = c.subscribe(q, ack=ack, prefetch=prefetch)
+    c, q, sub = subscribed(harness, ack=ack, prefetch=prefetch)
     harness.send_seq(c, q, range(count), persistent=persistent)
     return c, q, sub, harness.expect_n(c, sub, count, requirement_id)
 
