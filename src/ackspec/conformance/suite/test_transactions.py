@@ -49,7 +49,7 @@ def _acked_in_transaction(harness: Harness, requirement_id: str, *also: Capabili
     subscription and the transaction, for the test to commit, abort or crash.
     """
     harness.require(Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, *also, Capability.ACK_CLIENT_INDIVIDUAL)
-    c1, q, sub, got = received(harness, 2, requirement_id, persistent=persistent)
+    c1, q, sub, got = received(harness, 2, requirement_id, ack=AckMode.CLIENT_INDIVIDUAL, persistent=persistent)
     tx = c1.begin("tx1")
     for d in got:
         c1.ack(d, transaction=tx)
