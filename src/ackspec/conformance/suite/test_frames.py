@@ -14,6 +14,7 @@ from ackspec.adapters.base import AckMode, Capability
 from ackspec.conformance.config import hypothesis_settings
 from ackspec.conformance.harness import Harness
 from ackspec.conformance.rawstomp import RawStomp, frame
+from ackspec.conformance.suite.support import command_of, is_error, raw_reply, subscribed
 from ackspec.conformance.verdicts import Checks, RequirementViolation, check
 from ackspec.history import PRODUCER_HEADER, SEQ_HEADER
 
@@ -25,9 +26,7 @@ TRICKY_VALUES = ["a:b", "line1\nline2", "back\\slash", "cr\rhere", "trailing:", 
 @requirement("STOMP-SEND-HEADERS-PASSED", "STOMP-HEADER-ESCAPING")
 def test_custom_headers_round_trip(harness: Harness) -> None:
     harness.require(Capability.CUSTOM_HEADERS)
-    q = harness.queue()
-    c = harness.client()
-    sub = c.subscribe(q)
+    c, q, sub = subscribed(harness)
     plain = {"x-plain": "value", "x-number": "42", "x-empty-ish": "-"}
     tricky = {f"x-tricky-{i}": v for i, v in enumerate(TRICKY_VALUES)}
     c.send(q, b"h", seq=0, producer="p1", headers={**plain, **tricky})
@@ -44,9 +43,7 @@ def test_custom_headers_round_trip(harness: Harness) -> None:
 @requirement("STOMP-SEND-BODY-INTACT", "STOMP-CONTENT-LENGTH")
 def test_binary_bodies_intact(harness: Harness) -> None:
     harness.require(Capability.BINARY_BODY)
-    q = harness.queue()
-    c = harness.client()
-    sub = c.subscribe(q)
+    c, q, sub = subscribed(harness)
     bodies = [b"\x00", b"a\x00b\x00", bytes(range(256)), b"\x00" * 1000, bytes(range(256)) * 400]
     for i, body in enumerate(bodies):
         c.send(q, body, seq=i, producer="p1")
@@ -61,9 +58,7 @@ def test_binary_bodies_intact(harness: Harness) -> None:
 def test_round_trip_property(harness: Harness) -> None:
     """Random header values and bodies survive the round trip (hypothesis; shrinks to the minimal case)."""
     harness.require(Capability.CUSTOM_HEADERS, Capability.BINARY_BODY)
-    q = harness.queue()
-    c = harness.client()
-    sub = c.subscribe(q)
+    c, q, sub = subscribed(harness)
     counter = iter(range(1_000_000))
     values = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)
 
@@ -86,9 +81,7 @@ def test_round_trip_property(harness: Harness) -> None:
 
 @requirement("STOMP-HEADER-REPEATED-FIRST-WINS")
 def test_repeated_header_first_wins(harness: Harness) -> None:
-    q = harness.queue()
-    c = harness.client()
-    sub = c.subscribe(q)
+    c, q, sub = subscribed(harness)
     raw = harness.raw_connected()
     raw.send(b"SEND\ndestination:" + q.encode() + b"\nx-dup:first\nx-dup:second\nreceipt:r1\n\nbody\x00")
     raw.read_until("RECEIPT")
@@ -107,6 +100,25 @@ def _error_then_close(raw: RawStomp, checks: Checks, timeout: float, *, receipt:
             checks.check(err.headers.get("receipt-id") == receipt, "STOMP-ERROR-RECEIPT-ID",
                          f"ERROR for a frame with receipt {receipt} has receipt-id {err.headers.get('receipt-id')!r}")
         checks.check(raw.wait_closed(timeout), "STOMP-ERROR-CLOSES", "connection still open after the ERROR frame")
+
+
+def _refused(harness: Harness, data: bytes, requirement_id: str, what: str, *, receipt: str | None = None,
+             closes: bool = False) -> None:
+    """A bad frame on a fresh raw connection must be answered with an ERROR frame (else ``requirement_id``
+    fails: ``what`` got ...). That ERROR must carry ``receipt`` as its receipt-id (STOMP-ERROR-RECEIPT-ID)
+    when one is given, and the connection must then close (STOMP-ERROR-CLOSES) when ``closes``.
+    Soft checks: each requirement gets its own verdict.
+    """
+    raw, reply = raw_reply(harness, data)
+    checks = Checks()
+    checks.check(is_error(reply), requirement_id, f"{what} got {command_of(reply)}, expected ERROR")
+    if is_error(reply):
+        if receipt is not None:
+            checks.check(reply.headers.get("receipt-id") == receipt, "STOMP-ERROR-RECEIPT-ID",
+                         f"ERROR has receipt-id {reply.headers.get('receipt-id')!r}, expected {receipt!r}")
+        if closes:
+            checks.check(raw.wait_closed(harness.timeout), "STOMP-ERROR-CLOSES", "connection open after ERROR")
+    checks.done()
 
 
 @requirement("STOMP-ERROR-CLOSES", "STOMP-ERROR-MESSAGE-HEADER", "STOMP-ERROR-ISOLATED")
@@ -129,67 +141,38 @@ def test_malformed_frame_gets_error_and_close(harness: Harness) -> None:
 
 @requirement("STOMP-ERROR-RECEIPT-ID", "STOMP-SEND-DESTINATION-REQUIRED", "STOMP-ERROR-CLOSES")
 def test_send_without_destination(harness: Harness) -> None:
-    raw = harness.raw_connected()
-    raw.send(frame("SEND", {"receipt": "r-nodest"}, b"x"))
-    reply = raw.read_frame()
-    checks = Checks()
-    checks.check(reply is not None and reply.command == "ERROR", "STOMP-SEND-DESTINATION-REQUIRED",
-                 f"SEND without destination got {reply.command if reply else 'nothing'}")
-    if reply is not None and reply.command == "ERROR":
-        checks.check(reply.headers.get("receipt-id") == "r-nodest", "STOMP-ERROR-RECEIPT-ID",
-                     f"ERROR has receipt-id {reply.headers.get('receipt-id')!r}, expected 'r-nodest'")
-        checks.check(raw.wait_closed(harness.timeout), "STOMP-ERROR-CLOSES", "connection open after ERROR")
-    checks.done()
+    _refused(harness, frame("SEND", {"receipt": "r-nodest"}, b"x"), "STOMP-SEND-DESTINATION-REQUIRED",
+             "SEND without destination", receipt="r-nodest", closes=True)
 
 
 @requirement("STOMP-HEADER-UNDEFINED-ESCAPE", "STOMP-ERROR-CLOSES")
 def test_undefined_escape_is_fatal(harness: Harness) -> None:
     q = harness.queue()
-    raw = harness.raw_connected()
-    raw.send(b"SEND\ndestination:" + q.encode() + b"\nx-bad:tab\\there\nreceipt:r-esc\n\nx\x00")
-    reply = raw.read_frame()
-    checks = Checks()
-    checks.check(reply is not None and reply.command == "ERROR", "STOMP-HEADER-UNDEFINED-ESCAPE",
-                 f"undefined escape \\t got {reply.command if reply else 'no reply'} instead of ERROR")
-    if reply is not None and reply.command == "ERROR":
-        checks.check(raw.wait_closed(harness.timeout), "STOMP-ERROR-CLOSES", "connection open after ERROR")
-    checks.done()
+    _refused(harness, b"SEND\ndestination:" + q.encode() + b"\nx-bad:tab\\there\nreceipt:r-esc\n\nx\x00",
+             "STOMP-HEADER-UNDEFINED-ESCAPE", "undefined escape \\t", closes=True)
 
 
 @requirement("STOMP-SUBSCRIBE-ID-REQUIRED", "STOMP-ERROR-RECEIPT-ID")
 def test_subscribe_without_id(harness: Harness) -> None:
     q = harness.queue()
-    raw = harness.raw_connected()
-    raw.send(frame("SUBSCRIBE", {"destination": q, "receipt": "r-noid"}))
-    reply = raw.read_frame()
-    checks = Checks()
-    checks.check(reply is not None and reply.command == "ERROR", "STOMP-SUBSCRIBE-ID-REQUIRED",
-                 f"SUBSCRIBE without id got {reply.command if reply else 'nothing'}, expected ERROR")
-    if reply is not None and reply.command == "ERROR":
-        checks.check(reply.headers.get("receipt-id") == "r-noid", "STOMP-ERROR-RECEIPT-ID",
-                     f"ERROR has receipt-id {reply.headers.get('receipt-id')!r}, expected 'r-noid'")
-    checks.done()
+    _refused(harness, frame("SUBSCRIBE", {"destination": q, "receipt": "r-noid"}), "STOMP-SUBSCRIBE-ID-REQUIRED",
+             "SUBSCRIBE without id", receipt="r-noid")
 
 
 @requirement("STOMP-SUBSCRIBE-ID-UNIQUE")
 def test_duplicate_subscription_id(harness: Harness) -> None:
     q = harness.queue()
-    raw = harness.raw_connected()
-    raw.send(frame("SUBSCRIBE", {"destination": q, "id": "dup", "receipt": "r1"}))
-    first = raw.read_frame()
+    raw, first = raw_reply(harness, frame("SUBSCRIBE", {"destination": q, "id": "dup", "receipt": "r1"}))
     raw.send(frame("SUBSCRIBE", {"destination": q, "id": "dup", "receipt": "r2"}))
     second = raw.read_until("ERROR")
-    check(first is not None and first.command == "RECEIPT" and second is not None, "STOMP-SUBSCRIBE-ID-UNIQUE",
+    check(command_of(first) == "RECEIPT" and second is not None, "STOMP-SUBSCRIBE-ID-UNIQUE",
           "a second SUBSCRIBE reusing an active id was not refused with ERROR")
 
 
 @requirement("STOMP-UNSUBSCRIBE-UNKNOWN-ID")
 def test_unsubscribe_unknown_id(harness: Harness) -> None:
-    raw = harness.raw_connected()
-    raw.send(frame("UNSUBSCRIBE", {"id": "ackspec-never-subscribed", "receipt": "r1"}))
-    reply = raw.read_frame()
-    check(reply is not None and reply.command == "ERROR", "STOMP-UNSUBSCRIBE-UNKNOWN-ID",
-          f"UNSUBSCRIBE of an unknown id got {reply.command if reply else 'nothing'}")
+    _raw, reply = raw_reply(harness, frame("UNSUBSCRIBE", {"id": "ackspec-never-subscribed", "receipt": "r1"}))
+    check(is_error(reply), "STOMP-UNSUBSCRIBE-UNKNOWN-ID", f"UNSUBSCRIBE of an unknown id got {command_of(reply)}")
 
 
 @requirement("STOMP-HEARTBEAT-NEGOTIATION")
