@@ -585,8 +585,10 @@ class AmqpConnection:
             if txn is None:
                 self._answer(dlv, REJECTED, condition=Condition(ERR_UNKNOWN_TXN, f"unknown transaction {txn_id!r}"))
                 return
+            if not fail and txn.failed is None:
+                txn.failed = self._commit_fault()
             if not fail and txn.failed is not None:
-                # a pre-settled transfer of it failed: the commit cannot succeed, roll back instead (4.4.4)
+                # a pre-settled transfer of it failed (4.4.4), or fault rule fail_commit: roll back instead
                 self._run(self.core.abort(self.conn_id, txn_id,
                                           redeliver_settled=any(entry[1] for entry in txn.deliveries)))
                 self._end_txn(txn, rolled_back=True)
@@ -605,6 +607,14 @@ class AmqpConnection:
             self._run(effects)
         else:
             self._answer(dlv, REJECTED, condition=Condition(ERR_DECODE, f"unknown coordinator message {descriptor}"))
+
+    def _commit_fault(self) -> str | None:
+        """Fault rule ``fail_commit``: this discharge fails like the STOMP COMMIT does (rolled back instead)."""
+        faults = self.core.faults
+        if faults is None or not faults.active:
+            return None
+        return next((r.fail_commit for r in faults.rules_for(None, self.conn_id, self.user)
+                     if r.fail_commit is not None), None)
 
     def _end_txn(self, txn: _Txn, *, rolled_back: bool) -> None:
         """The transaction is over: settle its dispositions; after a rollback the ones the client left
