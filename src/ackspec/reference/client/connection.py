@@ -142,6 +142,7 @@ class Connection:
         self._control: dict[str, _ControlWait] = {}
         self._orphans: set[str] = set()
         self._scopes_of_send: dict[str, frozenset[int]] = {}
+        self._classified: dict[tuple[bool, bool, bool, bool], tuple[SendKind, bool, bool]] = {}
         self._ids = itertools.count(1)
         self._started = False
         self._closed = False
@@ -266,9 +267,12 @@ class Connection:
                      persistent: bool, transaction: str | None, listener: object,
                      body: bytes, headers: Mapping[str, str], scopes: frozenset[int]) -> PendingSend:
         """Number, window-wait, write and (for blocking sends) wait. Raises in the caller's thread."""
-        kind, wants_receipt, windowed = classify(
-            self.options, persistent=persistent, transacted=transaction is not None,
-            asynchronous=listener is not None, ack_handler=self._send_ack_handler is not None)
+        shape = (persistent, transaction is not None, listener is not None, self._send_ack_handler is not None)
+        classified = self._classified.get(shape)
+        if classified is None:  # the options are frozen: four flags decide, so classify each shape once
+            classified = self._classified[shape] = classify(
+                self.options, persistent=shape[0], transacted=shape[1], asynchronous=shape[2], ack_handler=shape[3])
+        kind, wants_receipt, windowed = classified
         size = len(body) + sum(map(len, headers)) + sum(map(len, headers.values()))
         with self._send_lock:
             with self._lock:

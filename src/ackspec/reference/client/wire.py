@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from ackspec.reference.client.errors import ConnectionLostError, JMSError
 from ackspec.reference.stomp import Frame, FrameParser, StompProtocolError, encode
+from ackspec.reference.stomp.codec import escape
 
 REJECTED_OUTCOME_HEADER = "ackspec-outcome"
 NACK_HEADER = "ackspec-nack"
@@ -78,7 +79,32 @@ class Wire(Protocol):
 
 
 _SEND_OWN_HEADERS = frozenset({"destination", "receipt", "transaction", "persistent", "content-length"})
-"""Headers :meth:`StompWire.send` writes itself; an application header of that name is dropped."""
+"""Headers :func:`encode_send` writes itself; an application header of that name is dropped."""
+
+
+def _escaped(value: str) -> str:
+    if "\\" in value or "\n" in value or ":" in value or "\r" in value:
+        return escape(value, "1.2")
+    return value
+
+
+def encode_send(destination: str, body: bytes, headers: Mapping[str, str], *, persistent: bool,
+                receipt: str | None, transaction: str | None) -> bytes:
+    """The SEND frame the client writes, formatted directly: the same bytes as
+    ``encode(Frame("SEND", ...), content_length=bool(body))`` (a test checks it), without building
+    a :class:`Frame` first; it is on every send's path."""
+    parts = ["SEND\ndestination:", _escaped(destination), "\npersistent:", "true" if persistent else "false", "\n"]
+    if receipt is not None:
+        parts += ("receipt:", _escaped(receipt), "\n")
+    if transaction is not None:
+        parts += ("transaction:", _escaped(transaction), "\n")
+    for name, value in headers.items():
+        if name not in _SEND_OWN_HEADERS:
+            parts += (_escaped(name), ":", _escaped(value), "\n")
+    if body:
+        parts += ("content-length:", str(len(body)), "\n")
+    parts.append("\n")
+    return "".join(parts).encode() + body + b"\x00"
 
 
 class StompWire:
@@ -176,7 +202,9 @@ class StompWire:
         self._poke()
 
     def _write(self, frame: Frame, *, flush: bool = True) -> None:
-        data = encode(frame, content_length=bool(frame.body))
+        self._write_data(encode(frame, content_length=bool(frame.body)), flush=flush)
+
+    def _write_data(self, data: bytes, *, flush: bool = True) -> None:
         poke = False
         with self._write_lock:
             if self._lost or self._closed:
@@ -207,15 +235,8 @@ class StompWire:
 
     def send(self, destination: str, body: bytes, headers: Mapping[str, str], *, persistent: bool,
              receipt: str | None, transaction: str | None, flush: bool = True) -> None:
-        pairs: list[tuple[str, str]] = [("destination", destination), ("persistent", "true" if persistent else "false")]
-        if receipt is not None:
-            pairs.append(("receipt", receipt))
-        if transaction is not None:
-            pairs.append(("transaction", transaction))
-        for k, v in headers.items():
-            if k not in _SEND_OWN_HEADERS:
-                pairs.append((k, v))
-        self._write(Frame("SEND", tuple(pairs), body), flush=flush)
+        self._write_data(encode_send(destination, body, headers, persistent=persistent, receipt=receipt,
+                                     transaction=transaction), flush=flush)
 
     def subscribe(self, sub_id: str, destination: str, *, individual: bool, prefetch: int,
                   selector: str | None) -> None:
