@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import logging
 import socket
@@ -482,6 +483,23 @@ class _StompProtocol(asyncio.Protocol):
             self.transport.abort()
 
 
+def new_event_loop(kind: str = "asyncio") -> asyncio.AbstractEventLoop:
+    """A new event loop: asyncio's, or uvloop's for ``kind="uvloop"`` (falls back to asyncio's when
+    uvloop is not installed). uvloop runs the loop and the transports in C: the benchmark's receipt
+    round trip needs less broker CPU (docs/rtt-benchmark.md). The STOMP server works on both; the
+    AMQP listener needs asyncio's transports."""
+    if kind == "uvloop":
+        try:
+            uvloop = importlib.import_module("uvloop")  # optional dependency
+        except ImportError:
+            log.info("uvloop is not installed: using asyncio's event loop")
+        else:
+            return cast(asyncio.AbstractEventLoop, uvloop.new_event_loop())
+    elif kind != "asyncio":
+        raise ValueError(f"unknown event loop {kind!r} (asyncio, uvloop)")
+    return asyncio.new_event_loop()
+
+
 class EmbeddedBroker:
     """The reference broker in a background thread (see the module docstring).
 
@@ -505,8 +523,11 @@ class EmbeddedBroker:
         trace: bool = False,
         amqp: bool | tuple[str, int] = False,
         egress: EgressFactory | None = None,
+        event_loop: str = "asyncio",
     ) -> None:
         self.egress = egress
+        self.event_loop = event_loop
+        """"asyncio" (default) or "uvloop" (if installed; see :func:`new_event_loop`)."""
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None and persistent:
             self._tmp = tempfile.TemporaryDirectory(prefix="ackspec-broker-")
@@ -531,7 +552,7 @@ class EmbeddedBroker:
         errors: list[BaseException] = []
 
         def run() -> None:
-            loop = asyncio.new_event_loop()
+            loop = new_event_loop(self.event_loop)
             self._loop = loop
             asyncio.set_event_loop(loop)
             try:
