@@ -39,6 +39,7 @@ import asyncio
 import contextlib
 import ctypes
 import functools
+import importlib.util
 import json
 import os
 import select
@@ -332,17 +333,23 @@ def run_async(url: str, n: int, queue: str) -> float:
         conn.close()
 
 
+HELPER_CPUS: set[int] | None = None
+"""With ``--pin``: the CPUs helper processes (broker, proxy) are confined to; this process gets the others."""
+
+
 @contextlib.contextmanager
 def _process(*args: str):  # type: ignore[no-untyped-def]
     """Run this script in a helper mode in its own process (own GIL); yield the port it prints."""
     proc = subprocess.Popen([sys.executable, __file__, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
     try:
+        if HELPER_CPUS:
+            os.sched_setaffinity(proc.pid, HELPER_CPUS)
         assert proc.stdout is not None
         line = proc.stdout.readline()
         if not line:
             raise RuntimeError(f"helper {args} did not start")
-        yield int(line)
+        yield int(line.split()[0])
     finally:
         assert proc.stdin is not None
         proc.stdin.close()  # the helper exits when its stdin closes
@@ -352,23 +359,28 @@ def _process(*args: str):  # type: ignore[no-untyped-def]
             proc.kill()
 
 
+BROKER_LOOP = "asyncio"
+"""The broker's event loop (``--broker-loop``)."""
+
+
 @contextlib.contextmanager
 def delay_path(line: str, rtt: float):  # type: ignore[no-untyped-def]
     """A broker reachable through ``line`` ("broker", "proxy" or "direct") with ``rtt`` seconds added;
     yields the STOMP URL. Every part runs in its own process."""
     with contextlib.ExitStack() as stack:
+        loop = ("--broker-loop", BROKER_LOOP)
         if line == "broker":
-            port = stack.enter_context(_process("--serve-broker", "--egress-delay", repr(rtt)))
+            port = stack.enter_context(_process("--serve-broker", *loop, "--egress-delay", repr(rtt)))
         else:
-            port = stack.enter_context(_process("--serve-broker"))
+            port = stack.enter_context(_process("--serve-broker", *loop))
             if line == "proxy":
                 port = stack.enter_context(_process("--serve-proxy", str(port), repr(rtt / 2)))
         yield f"stomp://127.0.0.1:{port}"
 
 
-def serve_broker(egress_delay: float | None) -> int:
+def serve_broker(egress_delay: float | None, event_loop: str) -> int:
     egress = EgressDelayLine(egress_delay) if egress_delay is not None else None
-    with EmbeddedBroker(persistent=False, egress=egress) as broker:
+    with EmbeddedBroker(persistent=False, egress=egress, event_loop=event_loop) as broker:
         print(broker.port, flush=True)
         sys.stdin.read()
     return 0
@@ -419,7 +431,7 @@ def bench(rtts_ms: list[float], windows: list[int], budget: float, repeat: int =
             rows.append(Row(rtt_ms, "async", None, 6000, best(repeat, functools.partial(run_async, url, 6000, q))))
             print(f"  RTT {rtt_ms} ms done", file=sys.stderr)
     return rows, {"delay_line": line, "base_rtt_ms": bases[line], "base_rtt_ms_by_path": bases,
-                  "load_average": os.getloadavg()}
+                  "broker_loop": BROKER_LOOP, "pinned": bool(HELPER_CPUS), "load_average": os.getloadavg()}
 
 
 def checks(rows: list[Row], base_ms: float) -> list[tuple[str, bool, str]]:
@@ -445,7 +457,9 @@ def checks(rows: list[Row], base_ms: float) -> list[tuple[str, bool, str]]:
 def table(rows: list[Row], meta: dict[str, Any]) -> str:
     bases = ", ".join(f"{k} {v:.3f} ms" for k, v in meta["base_rtt_ms_by_path"].items())
     load = ", ".join(f"{x:.2f}" for x in meta["load_average"])
-    lines = [f"delay line: {meta['delay_line']}; base round trip (no added delay): {bases}; load average {load}", "",
+    pinned = "; client and broker pinned to separate CPUs" if meta["pinned"] else ""
+    lines = [f"delay line: {meta['delay_line']}; broker event loop: {meta['broker_loop']}{pinned}",
+             f"base round trip (no added delay): {bases}; load average {load}", "",
              f"{'RTT ms':>7} {'mode':>9} {'window':>6} {'msgs':>6} {'msg/s':>10} {'1/RTT':>8} {'vs blocking':>11}"]
     for rtt in sorted({r.rtt_ms for r in rows}):
         blocking = next(r.rate for r in rows if r.rtt_ms == rtt and r.mode == "blocking")
@@ -495,14 +509,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-line", choices=LINES, default="broker",
                         help="broker: delay the broker's output in its own process (no extra hop, default); "
                              "proxy: a delaying TCP proxy process")
+    parser.add_argument("--broker-loop", choices=("asyncio", "uvloop"), default="asyncio",
+                        help="the broker's event loop (uvloop falls back to asyncio when not installed)")
+    parser.add_argument("--pin", action="store_true",
+                        help="pin this process (the client) to CPU 0 and the broker/proxy to the others, "
+                             "as if they ran on separate hosts")
     parser.add_argument("--serve-broker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--egress-delay", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--serve-proxy", nargs=2, metavar=("PORT", "ONE_WAY"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_broker:
-        return serve_broker(args.egress_delay)
+        return serve_broker(args.egress_delay, args.broker_loop)
     if args.serve_proxy:
         return serve_proxy(int(args.serve_proxy[0]), float(args.serve_proxy[1]))
+    global BROKER_LOOP, HELPER_CPUS  # noqa: PLW0603 - set once from the command line
+    BROKER_LOOP = args.broker_loop
+    if BROKER_LOOP == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        print("uvloop is not installed: the broker runs on asyncio's event loop", file=sys.stderr)
+        BROKER_LOOP = "asyncio"
+    if args.pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            parser.error("--pin needs at least two CPUs")
+        HELPER_CPUS = set(cpus[1:])
+        os.sched_setaffinity(0, {cpus[0]})
     budget = 0.3 if args.quick else args.budget
     rows, meta = bench(args.rtt, args.windows, budget, 1 if args.quick else args.repeat, args.delay_line)
     base_ms = meta["base_rtt_ms"]
