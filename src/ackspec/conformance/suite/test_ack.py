@@ -13,36 +13,34 @@ from ackspec.adapters.base import AckMode, Capability
 from ackspec.conformance.harness import Harness
 from ackspec.conformance.harness import seqs as _seqs
 from ackspec.conformance.rawstomp import frame
+from ackspec.conformance.suite.support import command_of, left_after_disconnect, received, reply_to
 from ackspec.conformance.verdicts import Checks, check
 
 requirement = pytest.mark.requirement
 
 
+def _back_after_acking_seq_2(harness: Harness, ack: AckMode, requirement_id: str) -> list[int]:
+    """Seqs 0-4 received in ``ack`` mode (fewer violates ``requirement_id``), seq 2 ACKed, the consumer gone:
+    the seqs a fresh consumer then finds on the queue."""
+    c1, q, _sub, got = received(harness, 5, requirement_id, ack=ack)
+    c1.ack(got[2])
+    return left_after_disconnect(harness, c1, q)
+
+
 @requirement("STOMP-ACK-AUTO")
 def test_auto_ack_consumes_on_delivery(harness: Harness) -> None:
     harness.require(Capability.ACK_AUTO, Capability.QUEUES)
-    q = harness.queue()
-    c1 = harness.client()
-    sub = c1.subscribe(q, ack=AckMode.AUTO)
-    harness.send_seq(c1, q, range(3))
-    got = harness.expect_n(c1, sub, 3, "STOMP-ACK-AUTO")
-    c1.disconnect()
-    again = harness.drain(q)
-    check(not again, "STOMP-ACK-AUTO", f"auto-acked messages delivered again: {_seqs(again)}")
+    c1, q, _sub, got = received(harness, 3, "STOMP-ACK-AUTO", ack=AckMode.AUTO)
+    again = left_after_disconnect(harness, c1, q)
+    check(not again, "STOMP-ACK-AUTO", f"auto-acked messages delivered again: {again}")
     check([d.seq for d in got] == [0, 1, 2], "STOMP-ACK-AUTO", f"got {_seqs(got)}")
 
 
 @requirement("STOMP-ACK-CLIENT-CUMULATIVE", "STOMP-ACK-UNACKED-NOT-CONSUMED", "JMS-6.2.11-NO-DUPLICATE-AFTER-ACK")
 def test_client_ack_is_cumulative(harness: Harness) -> None:
     harness.require(Capability.ACK_CLIENT, Capability.RECEIPTS)
-    q = harness.queue()
-    c1 = harness.client()
-    sub = c1.subscribe(q, ack=AckMode.CLIENT)
-    harness.send_seq(c1, q, range(5))
-    got = harness.expect_n(c1, sub, 5, "STOMP-ACK-UNACKED-NOT-CONSUMED")
-    c1.ack(got[2])  # covers seqs 0, 1, 2
-    c1.disconnect()
-    back = _seqs(harness.drain(q))
+    # in client mode the ACK of seq 2 covers seqs 0, 1 and 2
+    back = _back_after_acking_seq_2(harness, AckMode.CLIENT, "STOMP-ACK-UNACKED-NOT-CONSUMED")
     checks = Checks()
     checks.check(not {0, 1} & set(back), "STOMP-ACK-CLIENT-CUMULATIVE",
                  f"ACK of seq 2 did not acknowledge earlier seqs: {back} came back")
@@ -55,14 +53,7 @@ def test_client_ack_is_cumulative(harness: Harness) -> None:
 @requirement("STOMP-ACK-CLIENT-INDIVIDUAL", "JMS-6.2.11-NO-DUPLICATE-AFTER-ACK")
 def test_client_individual_ack_covers_one(harness: Harness) -> None:
     harness.require(Capability.ACK_CLIENT_INDIVIDUAL, Capability.RECEIPTS)
-    q = harness.queue()
-    c1 = harness.client()
-    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.send_seq(c1, q, range(5))
-    got = harness.expect_n(c1, sub, 5, "STOMP-ACK-CLIENT-INDIVIDUAL")
-    c1.ack(got[2])
-    c1.disconnect()
-    back = _seqs(harness.drain(q))
+    back = _back_after_acking_seq_2(harness, AckMode.CLIENT_INDIVIDUAL, "STOMP-ACK-CLIENT-INDIVIDUAL")
     checks = Checks()
     checks.check(sorted(x for x in back if x != 2) == [0, 1, 3, 4], "STOMP-ACK-CLIENT-INDIVIDUAL",
                  f"ACK of seq 2 in client-individual mode changed other messages: came back {back}")
@@ -73,11 +64,8 @@ def test_client_individual_ack_covers_one(harness: Harness) -> None:
 @requirement("STOMP-ACK-UNACKED-NOT-CONSUMED", "JMS-6.2-UNACKED-RETAINED")
 def test_unacked_redelivered_after_crash(harness: Harness) -> None:
     harness.require(Capability.ACK_CLIENT_INDIVIDUAL, Capability.ABRUPT_DISCONNECT)
-    q = harness.queue()
-    c1 = harness.client()
-    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.send_seq(c1, q, range(3), persistent=True)
-    got = harness.expect_n(c1, sub, 3, "STOMP-ACK-UNACKED-NOT-CONSUMED")
+    c1, q, _sub, got = received(harness, 3, "STOMP-ACK-UNACKED-NOT-CONSUMED", ack=AckMode.CLIENT_INDIVIDUAL,
+                                persistent=True)
     c1.ack(got[0])
     c1.crash()
     c2 = harness.client()
@@ -103,8 +91,7 @@ def test_client_ack_stays_within_subscription(harness: Harness) -> None:
     harness.send_seq(c1, qa, range(2))
     got_a = harness.expect_n(c1, sa, 2, "STOMP-ACK-CLIENT-PER-SUBSCRIPTION")
     c1.ack(got_a[-1])
-    c1.disconnect()
-    back_b = _seqs(harness.drain(qb))
+    back_b = left_after_disconnect(harness, c1, qb)
     check(sorted(back_b) == [0, 1], "STOMP-ACK-CLIENT-PER-SUBSCRIPTION",
           f"an ACK on another subscription acknowledged messages of this one: only {back_b} came back")
 
@@ -112,15 +99,10 @@ def test_client_ack_stays_within_subscription(harness: Harness) -> None:
 @requirement("STOMP-MESSAGE-ACK-HEADER", "STOMP-ACK-ID-MATCHES-MESSAGE")
 def test_client_messages_carry_ack_header(harness: Harness) -> None:
     harness.require(Capability.ACK_CLIENT_INDIVIDUAL)
-    q = harness.queue()
-    c1 = harness.client()
-    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.send_seq(c1, q, range(2))
-    got = harness.expect_n(c1, sub, 2, "STOMP-MESSAGE-ACK-HEADER")
+    c1, q, _sub, got = received(harness, 2, "STOMP-MESSAGE-ACK-HEADER", ack=AckMode.CLIENT_INDIVIDUAL)
     check(all(d.ack_id for d in got), "STOMP-MESSAGE-ACK-HEADER", "a client-individual MESSAGE has no ack header")
     c1.ack(got[1])
-    c1.disconnect()
-    back = _seqs(harness.drain(q))
+    back = left_after_disconnect(harness, c1, q)
     check(back == [0], "STOMP-ACK-ID-MATCHES-MESSAGE", f"ACK by the ack header of seq 1 left {back} (expected [0])")
 
 
@@ -138,12 +120,9 @@ def test_ack_of_unknown_id_is_an_error(harness: Harness) -> None:
           "no MESSAGE with an ack header arrived")
     assert message is not None
     ack_id = message.headers["ack"]
-    raw.send(frame("ACK", {"id": ack_id, "receipt": "r-ack-1"}))
-    first = raw.read_frame()
-    check(first is not None and first.command == "RECEIPT", "STOMP-ACK-UNKNOWN-ID-ERROR",
-          f"the first ACK got {first.command if first else 'nothing'}")
-    raw.send(frame("ACK", {"id": ack_id, "receipt": "r-ack-2"}))
-    reply = raw.read_frame()
+    first = reply_to(raw, frame("ACK", {"id": ack_id, "receipt": "r-ack-1"}))
+    check(command_of(first) == "RECEIPT", "STOMP-ACK-UNKNOWN-ID-ERROR", f"the first ACK got {command_of(first)}")
+    reply = reply_to(raw, frame("ACK", {"id": ack_id, "receipt": "r-ack-2"}))
     checks = Checks()
     checks.check(reply is None or reply.command != "RECEIPT", "STOMP-RECEIPT-MEANS-SUCCESS",
                  "a second ACK of the same delivery was answered with RECEIPT")
