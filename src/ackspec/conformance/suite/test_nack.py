@@ -14,6 +14,7 @@ import pytest
 
 from ackspec.adapters.base import AckMode, Capability, Delivery
 from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.suite.support import left_after_disconnect, received
 from ackspec.conformance.verdicts import Checks, check
 
 requirement = pytest.mark.requirement
@@ -22,17 +23,12 @@ requirement = pytest.mark.requirement
 @requirement("STOMP-NACK-INDIVIDUAL")
 def test_nack_individual_covers_one(harness: Harness) -> None:
     harness.require(Capability.NACK, Capability.ACK_CLIENT_INDIVIDUAL)
-    q = harness.queue()
-    c1 = harness.client()
-    sub = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=10)
-    harness.send_seq(c1, q, range(3))
-    got = harness.expect_n(c1, sub, 3, "STOMP-NACK-INDIVIDUAL")
+    c1, q, _sub, got = received(harness, 3, "STOMP-NACK-INDIVIDUAL", ack=AckMode.CLIENT_INDIVIDUAL, prefetch=10)
     c1.nack(got[1])
     # seqs 0 and 2 must still be ours to acknowledge (a NACK of seq 1 touched nothing else)
     c1.ack(got[0])
     c1.ack(got[2])
-    c1.disconnect()
-    back = seqs(harness.drain(q))
+    back = left_after_disconnect(harness, c1, q)
     check(not {0, 2} & set(back), "STOMP-NACK-INDIVIDUAL",
           f"NACK of seq 1 affected other messages: {back} came back after they were ACKed")
 
@@ -40,27 +36,28 @@ def test_nack_individual_covers_one(harness: Harness) -> None:
 @requirement("STOMP-NACK-CLIENT-CUMULATIVE")
 def test_nack_client_mode_is_cumulative(harness: Harness) -> None:
     harness.require(Capability.NACK, Capability.ACK_CLIENT)
-    q = harness.queue()
-    c1 = harness.client()
-    sub = c1.subscribe(q, ack=AckMode.CLIENT, prefetch=10)
-    harness.send_seq(c1, q, range(3))
-    got = harness.expect_n(c1, sub, 3, "STOMP-NACK-CLIENT-CUMULATIVE")
+    c1, q, sub, got = received(harness, 3, "STOMP-NACK-CLIENT-CUMULATIVE", ack=AckMode.CLIENT, prefetch=10)
     c1.nack(got[1])  # covers seqs 0 and 1; seq 2 stays held
     live = seqs(harness.barrier(c1, q, c1, sub))
     if 1 in live:  # the broker redelivers NACKed messages at once: so must seq 0 come back
         check(0 in live, "STOMP-NACK-CLIENT-CUMULATIVE",
               f"NACK of seq 1 redelivered {live} but not the earlier seq 0")
         return
-    c1.disconnect()
-    back = seqs(harness.drain(q))
+    back = left_after_disconnect(harness, c1, q)
     # not redelivered live: NACKed messages were discarded or dead-lettered. Seq 0 returning on
     # disconnect while seq 1 did not means the NACK did not cover it.
     check(not (0 in back and 1 not in back), "STOMP-NACK-CLIENT-CUMULATIVE",
           f"NACK of seq 1 in client mode left seq 0 unacknowledged (returned on disconnect: {back})")
 
 
-def _redeliver_by_crash(harness: Harness, q: str, n: int) -> list[Delivery]:
-    """Deliver seq 0 ``n`` times, each time losing the consumer's connection before an ACK."""
+def _delivered_across_crashes(harness: Harness, n: int) -> list[Delivery]:
+    """Send seq 0 (persistent) and deliver it ``n`` times, each time losing the consumer's connection before an ACK.
+
+    Returns the deliveries seen (fewer than ``n`` when the message stopped coming back).
+    """
+    q = harness.queue()
+    p = harness.client("producer")
+    harness.send_seq(p, q, [0], persistent=True)
     seen = []
     for _ in range(n):
         c = harness.client()
@@ -76,10 +73,7 @@ def _redeliver_by_crash(harness: Harness, q: str, n: int) -> list[Delivery]:
 @requirement("STOMP-REDELIVERED-HEADER", "JMS-3.4.7-REDELIVERED-FALSE-FIRST")
 def test_redelivered_flag(harness: Harness) -> None:
     harness.require(Capability.REDELIVERED_FLAG, Capability.ABRUPT_DISCONNECT, Capability.ACK_CLIENT_INDIVIDUAL)
-    q = harness.queue()
-    p = harness.client("producer")
-    harness.send_seq(p, q, [0], persistent=True)
-    seen = _redeliver_by_crash(harness, q, 2)
+    seen = _delivered_across_crashes(harness, 2)
     checks = Checks()
     checks.check(len(seen) == 2, "STOMP-REDELIVERED-HEADER", f"message delivered {len(seen)} times, expected 2")
     if seen:
@@ -95,10 +89,7 @@ def test_redelivered_flag(harness: Harness) -> None:
              "JMS-3.5.11-DELIVERY-COUNT-INCREMENTS")
 def test_delivery_count_grows(harness: Harness) -> None:
     harness.require(Capability.DELIVERY_COUNT, Capability.ABRUPT_DISCONNECT, Capability.ACK_CLIENT_INDIVIDUAL)
-    q = harness.queue()
-    p = harness.client("producer")
-    harness.send_seq(p, q, [0], persistent=True)
-    seen = _redeliver_by_crash(harness, q, 3)
+    seen = _delivered_across_crashes(harness, 3)
     counts = [d.delivery_count for d in seen]
     checks = Checks()
     checks.check(len(seen) == 3, "STOMP-DELIVERY-COUNT-HEADER", f"delivered {len(seen)} times, expected 3")
