@@ -8,6 +8,7 @@ import pytest
 
 from ackspec.adapters.base import AckMode, Capability, Delivery, NotSupported
 from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.suite.support import received
 from ackspec.conformance.verdicts import Checks, check
 
 requirement = pytest.mark.requirement
@@ -131,11 +132,7 @@ def test_message_headers(harness: Harness) -> None:
     harness.require(Capability.QUEUES, Capability.RECEIPTS)
     if harness.adapter.protocol != "stomp":  # MESSAGE frame headers: AMQP has no such frame
         raise NotSupported("stomp-frames", f"{harness.adapter.name} does not speak STOMP")
-    q = harness.queue()
-    c = harness.client()
-    sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.send_seq(c, q, range(2))
-    got = harness.expect_n(c, sub, 2, "STOMP-MESSAGE-REQUIRED-HEADERS")
+    _c, q, sub, got = received(harness, 2, "STOMP-MESSAGE-REQUIRED-HEADERS", ack=AckMode.CLIENT_INDIVIDUAL)
     checks = Checks()
     for d in got:
         h = d.headers
@@ -153,11 +150,7 @@ def test_message_headers(harness: Harness) -> None:
 @requirement("STOMP-MESSAGE-ID-STABLE")
 def test_message_id_stable_across_redelivery(harness: Harness) -> None:
     harness.require(Capability.ACK_CLIENT_INDIVIDUAL, Capability.ABRUPT_DISCONNECT)
-    q = harness.queue()
-    c1 = harness.client()
-    s1 = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.send_seq(c1, q, [0])
-    first = harness.expect_n(c1, s1, 1, "STOMP-MESSAGE-ID-STABLE")[0]
+    c1, q, _s1, [first] = received(harness, 1, "STOMP-MESSAGE-ID-STABLE", ack=AckMode.CLIENT_INDIVIDUAL)
     c1.crash()
     c2 = harness.client()
     s2 = c2.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
