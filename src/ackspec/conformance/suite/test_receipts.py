@@ -27,6 +27,23 @@ def _receipts(raw: RawStomp, n: int, timeout: float) -> list[str]:
     return got
 
 
+def _sends_asking_receipts(harness: Harness, n: int, *, persistent_every: int) -> tuple[RawStomp, list[str]]:
+    """``n`` SENDs to a fresh queue on a fresh raw connection, the i-th asking for receipt ``r-<i>``.
+
+    SENDs 0, ``persistent_every``, 2 x ``persistent_every``, ... are persistent (1: all of them).
+    Returns the connection and the receipt ids in frame order.
+    """
+    q = harness.queue()
+    raw = harness.raw_connected()
+    ids = [f"r-{i}" for i in range(n)]
+    for i, rid in enumerate(ids):
+        headers = {"destination": q, "receipt": rid}
+        if i % persistent_every == 0:
+            headers[harness.settings.persistent_header] = "true"
+        raw.send(frame("SEND", headers, f"m{i}".encode()))
+    return raw, ids
+
+
 @requirement("STOMP-RECEIPT-AFTER-PROCESSING")
 def test_every_receipt_is_answered(harness: Harness) -> None:
     harness.require(Capability.RECEIPTS)
@@ -48,14 +65,7 @@ def test_every_receipt_is_answered(harness: Harness) -> None:
 @requirement("STOMP-RECEIPT-ORDER")
 def test_receipts_come_in_frame_order(harness: Harness) -> None:
     harness.require(Capability.RECEIPTS, Capability.PERSISTENCE)
-    q = harness.queue()
-    raw = harness.raw_connected()
-    ids = [f"r-{i}" for i in range(20)]
-    for i, rid in enumerate(ids):
-        headers = {"destination": q, "receipt": rid}
-        if i % 2 == 0:
-            headers[harness.settings.persistent_header] = "true"
-        raw.send(frame("SEND", headers, f"m{i}".encode()))
+    raw, ids = _sends_asking_receipts(harness, 20, persistent_every=2)
     got = _receipts(raw, len(ids), harness.timeout)
     check(got == ids, "STOMP-RECEIPT-ORDER", f"receipts in order {got[:8]}... for frames {ids[:8]}...")
 
@@ -63,12 +73,7 @@ def test_receipts_come_in_frame_order(harness: Harness) -> None:
 @requirement("STOMP-DISCONNECT-RECEIPT-LAST", "STOMP-RECEIPT-CUMULATIVE")
 def test_disconnect_receipt_comes_last(harness: Harness) -> None:
     harness.require(Capability.RECEIPTS, Capability.PERSISTENCE)
-    q = harness.queue()
-    raw = harness.raw_connected()
-    ids = [f"r-{i}" for i in range(30)]
-    for i, rid in enumerate(ids):
-        raw.send(frame("SEND", {"destination": q, "receipt": rid, harness.settings.persistent_header: "true"},
-                       f"m{i}".encode()))
+    raw, ids = _sends_asking_receipts(harness, 30, persistent_every=1)
     raw.send(frame("DISCONNECT", {"receipt": "r-disconnect"}))
     got = _receipts(raw, len(ids) + 1, harness.timeout)
     checks = Checks()
