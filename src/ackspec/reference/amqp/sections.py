@@ -245,29 +245,36 @@ def read_message(b: bytes) -> Incoming:
     props: dict[str, str] = {}
     body: bytes | None = None
     while pos < end:
-        if pos + 3 > end or b[pos] != 0 or b[pos + 1] != 0x53:
+        if b[pos:pos + 2] != b"\x00\x53" or pos + 3 > end:
             raise Unhandled("section descriptor")
         code = b[pos + 2]
         if code <= last or code > FOOTER:
             raise Unhandled("sections out of order")
         last = code
         pos += 3
-        if code == HEADER:
+        kind = b[pos] if pos < end else -1
+        if code == DATA:
+            if kind == 0xA0 and pos + 1 < end:  # vbin8: the usual body
+                stop = pos + 2 + b[pos + 1]
+                body = b[pos + 2:stop]
+            elif kind == 0xB0:
+                stop = _skip(b, pos, end)
+                body = b[pos + 5:stop]
+            else:
+                raise Unhandled("data section is not binary")
+            if stop > end:
+                raise Unhandled("truncated")
+            pos = stop
+            last = AMQP_VALUE  # one body section only
+        elif kind == 0x45 and code in (HEADER, PROPERTIES):  # an empty list: nothing set
+            pos += 1
+        elif code == HEADER:
             durable, pos = _header_durable(b, pos, end)
         elif code == PROPERTIES:
             to, pos = _properties(b, pos, end, mapped)
         elif code == APPLICATION_PROPERTIES:
             pos = _application_properties(b, pos, end, props)
-        elif code == DATA:
-            kind = b[pos] if pos < end else -1
-            if kind not in (0xA0, 0xB0):
-                raise Unhandled("data section is not binary")
-            stop = _skip(b, pos, end)
-            body = b[pos + (2 if kind == 0xA0 else 5):stop]
-            pos = stop
-            last = AMQP_VALUE  # one body section only
         elif code == AMQP_VALUE:
-            kind = b[pos] if pos < end else -1
             if kind == 0x40:
                 body, pos = b"", pos + 1
             elif kind in (0xA0, 0xB0, 0xA1, 0xB1):
@@ -282,6 +289,8 @@ def read_message(b: bytes) -> Incoming:
             raise Unhandled(f"section 0x{code:02x}")
     if pos != end:
         raise Unhandled("trailing bytes")
+    if not mapped and not props:
+        return Incoming(body or b"", (), durable, to)
     headers: list[tuple[str, str]] = [(name, mapped[name]) for name in _MAPPED_ORDER if name in mapped]
     headers += [(k, v) for k, v in props.items() if k not in _RESERVED]
     return Incoming(body or b"", tuple(headers), durable, to)
@@ -351,22 +360,28 @@ def write_bare(message_id: str, address: str, body: bytes, mapped: dict[str, str
                props: Iterable[tuple[str, str]]) -> bytes:
     """The sections after the header of a delivery, as proton encodes the message :func:`.mapping.from_core`
     builds: properties (message-id, to and the mapped fields), application-properties, one data section."""
-    fields = [_str(message_id), b"\x40", _str(address)]
+    size = len(body)
+    data = (b"\x00\x53\x75\xa0%c" % size) if size < 256 else (b"\x00\x53\x75\xb0" + _U32.pack(size))
+    if not mapped and not props:  # the usual case: message-id and to only
+        mid = message_id.encode("utf-8")
+        to = address.encode("utf-8")
+        fields = len(mid) + len(to) + 6  # count, a1 n id, null, a1 n to
+        if fields < 256:
+            return b"\x00\x53\x73\xc0%c\x03\xa1%c%b\x40\xa1%c%b%b%b%b" % (
+                fields, len(mid), mid, len(to), to, _EMPTY_APPLICATION_PROPERTIES, data, body)
+    values = [_str(message_id), b"\x40", _str(address)]
     for index, name in _PROPERTY_FIELDS.items():
         value = mapped.get(name)
-        fields.append(b"\x40" if value is None else _str(value, 0xA3 if index == 6 else 0xA1))
-    while fields[-1] == b"\x40":
-        fields.pop()
+        values.append(b"\x40" if value is None else _str(value, 0xA3 if index == 6 else 0xA1))
+    while values[-1] == b"\x40":
+        values.pop()
     pairs = [_str(k) + _str(v) for k, v in props]
     app = b"".join(pairs)
-    out = [b"\x00\x53\x73", _list(fields), b"\x00\x53\x74\xd1", _U32.pack(len(app) + 4),
-           _U32.pack(2 * len(pairs)), app, b"\x00\x53\x75"]
-    if len(body) < 256:
-        out.append(bytes((0xA0, len(body))))
-    else:
-        out.append(b"\xb0" + _U32.pack(len(body)))
-    out.append(body)
-    return b"".join(out)
+    return b"".join((b"\x00\x53\x73", _list(values), b"\x00\x53\x74\xd1", _U32.pack(len(app) + 4),
+                     _U32.pack(2 * len(pairs)), app, data, body))
+
+
+_EMPTY_APPLICATION_PROPERTIES = b"\x00\x53\x74\xd1\x00\x00\x00\x04\x00\x00\x00\x00"
 
 
 __all__ = ["Incoming", "Unhandled", "read_message", "write_bare"]
