@@ -121,8 +121,10 @@ class FaultRule:
     confirm: ConfirmPolicy | None = None
     times: int | None = None
     fail_commit: str | None = None
-    """Fail matching COMMITs with this reason: the broker aborts the transaction instead and answers
-    with a negative RECEIPT (``ackspec-nack:true``, ``message``); the connection stays open."""
+    """Fail matching commits with this reason; the connection stays open. Over STOMP the broker aborts
+    the transaction instead of a COMMIT and answers with a negative RECEIPT (``ackspec-nack:true``,
+    ``message``); over AMQP a discharge that would commit rolls back and is rejected with
+    ``amqp:transaction:rollback``."""
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> FaultRule:
