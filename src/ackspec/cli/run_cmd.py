@@ -168,12 +168,14 @@ def run(args: argparse.Namespace) -> int:
     _note_unexercised(console, results)
     bad = [t for t in results.tests if is_failure(t.verdict, strict=args.strict)]
     errors = [t for t in results.tests if t.verdict is Verdict.ERROR]
-    if not args.no_report:
-        _report(console, out)
+    failing_cells = 0 if args.no_report else _report(console, out)
     console.print(f"run {results.run_id}: {len(results.tests)} verdicts in {elapsed:.1f}s -> {out}")
     if errors and len(errors) == len(results.tests):
         raise AckspecError(f"every check errored: {errors[0].message.splitlines()[0] if errors[0].message else ''}")
-    return 1 if bad else 0
+    if failing_cells and not bad:
+        console.print(f"[red]the history check failed {failing_cells} requirement cell(s) that no test failed "
+                      f"(e.g. a confirmed message never delivered): see {out / 'report'}[/]")
+    return 1 if bad or failing_cells else 0
 
 
 def _last_line(text: str) -> str:
@@ -259,15 +261,21 @@ def _note_unexercised(console: Any, results: RunResults) -> None:
         console.print(f"[yellow]profile deviations this run did not exercise ({len(missing)}):[/] {', '.join(missing)}")
 
 
-def _report(console: Any, out: Path) -> None:
+def _report(console: Any, out: Path) -> int:
+    """Build the run's report; return how many requirement cells it fails (0 when not built).
+
+    The report also judges the histories (loss, duplicates, order, window bounds), so a cell can
+    fail there although every test passed: a run is only clean when its report is."""
     import importlib  # noqa: PLC0415
 
     try:
         build_report = importlib.import_module("ackspec.pipeline.report").build_report
     except (ImportError, AttributeError):
-        return  # the pipeline is not installed
+        return 0  # the pipeline is not installed
     console.print("building the report ...")
     try:
-        build_report([out], out / "report")
+        summary = build_report([out], out / "report")
     except AckspecError as exc:
         console.print(f"[yellow]report not built: {exc}[/]")
+        return 0
+    return int(summary.failing_cells)
