@@ -10,10 +10,14 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
 
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError
 from ackspec.conformance.markers import requirement
+from ackspec.reference.confirmations import Gate
 
 MakeCut = Callable[..., ClientUnderTest]
 
@@ -23,13 +27,41 @@ def callbacks(cut: ClientUnderTest, count: int) -> list[tuple[str, str]]:
     return [(e.kind, e["send"]) for e in events]
 
 
+def _held_producer(cut: ClientUnderTest, env: Env, *features: ClientFeature, transacted: bool = False,
+                   queue: str = "q") -> tuple[str, Gate, str, str]:
+    """The client under test (requiring ``features``) with a producer whose SENDs to a fresh queue reach
+    the broker but whose confirmations the proxy holds. Returns the queue, the gate, the session and the producer.
+    """
+    cut.require(*features)
+    q = env.queue(queue)
+    gate = env.proxy.hold("SEND", q)
+    s = cut.session(transacted=transacted)
+    return q, gate, s, cut.producer(s)
+
+
+@dataclass(frozen=True, slots=True)
+class IncompleteSends:
+    """Asynchronous sends the broker has, whose confirmations the proxy holds: incomplete until released."""
+
+    queue: str
+    gate: Gate
+    session: str
+    producer: str
+    sends: list[str]
+
+
+def _incomplete_sends(cut: ClientUnderTest, env: Env, count: int, *features: ClientFeature,
+                      transacted: bool = False) -> IncompleteSends:
+    """``count`` asynchronous sends of ``b"x"`` (the client needs ASYNC_SEND and ``features``), all held."""
+    q, gate, s, p = _held_producer(cut, env, ClientFeature.ASYNC_SEND, *features, transacted=transacted)
+    sends = [cut.async_send(p, q, b"x") for _ in range(count)]
+    gate.wait_held(count, TIMEOUT)
+    return IncompleteSends(q, gate, s, p, sends)
+
+
 @requirement("JMS-7.2-SYNC-SEND-CONFIRMED")
 def test_sync_send_returns_only_after_confirmation(cut: ClientUnderTest, env: Env) -> None:
-    cut.require(ClientFeature.SYNC_SEND_CONFIRMED)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    s = cut.session()
-    p = cut.producer(s)
+    q, gate, _s, p = _held_producer(cut, env, ClientFeature.SYNC_SEND_CONFIRMED)
     call = env.background(lambda: cut.sync_send(p, q, b"one", persistent=True))
     assert gate.wait_held(1, TIMEOUT), "the broker should have answered the SEND"
     assert [m.body for m in env.drain(q, 1)] == [b"one"], "the broker has the message..."
@@ -41,11 +73,7 @@ def test_sync_send_returns_only_after_confirmation(cut: ClientUnderTest, env: En
 @requirement("JMS-7.3-ASYNC-COMPLETION", "JMS-7.3.1-COMPLETION-CONFIDENCE", "JMS-7.3.1-NO-EARLY-COMPLETION",
              "JMS-7.3.3-PIPELINING")
 def test_completion_only_after_confirmation_and_sends_pipeline(cut: ClientUnderTest, env: Env) -> None:
-    cut.require(ClientFeature.ASYNC_SEND)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    s = cut.session()
-    p = cut.producer(s)
+    q, gate, _s, p = _held_producer(cut, env, ClientFeature.ASYNC_SEND)
     sends = [cut.async_send(p, q, f"m{i}".encode()) for i in range(3)]  # none waits for the previous
     assert len(gate.wait_held(3, TIMEOUT)) == 3
     assert [m.body for m in env.drain(q, 3)] == [b"m0", b"m1", b"m2"]
@@ -72,11 +100,7 @@ def test_error_found_in_send_is_raised_and_never_called_back(cut: ClientUnderTes
 
 @requirement("JMS-7.3.2-ON-EXCEPTION", "JMS-7.3.2-ONE-CALLBACK-PER-SEND", "JMS-7.3.8-CALLBACK-ORDER")
 def test_rejections_reported_by_on_exception_in_send_order(cut: ClientUnderTest, env: Env) -> None:
-    cut.require(ClientFeature.ASYNC_SEND)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    s = cut.session()
-    p = cut.producer(s)
+    q, gate, _s, p = _held_producer(cut, env, ClientFeature.ASYNC_SEND)
     sends = [cut.async_send(p, q, f"m{i}".encode()) for i in range(6)]
     held = gate.wait_held(6, TIMEOUT)
     order = [held[i].receipt_id for i in (5, 2, 4, 0, 3, 1)]
@@ -92,24 +116,15 @@ def test_rejections_reported_by_on_exception_in_send_order(cut: ClientUnderTest,
 
 @requirement("JMS-7.3.2-OUTCOME-UNDEFINED")
 def test_connection_loss_reports_every_incomplete_send_as_exception(cut: ClientUnderTest, env: Env) -> None:
-    cut.require(ClientFeature.ASYNC_SEND)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    s = cut.session()
-    p = cut.producer(s)
-    sends = [cut.async_send(p, q, b"x") for _ in range(3)]
-    gate.wait_held(3, TIMEOUT)
+    held = _incomplete_sends(cut, env, 3)
     cut.crash()
-    assert callbacks(cut, 3) == [("exception", x) for x in sends]
+    assert callbacks(cut, 3) == [("exception", x) for x in held.sends]
 
 
 @requirement("JMS-7.3.8-CALLBACK-ORDER-ACROSS-DESTINATIONS", "JMS-7.3.3-ORDER-MIXED-SYNC-ASYNC")
 def test_callback_order_across_destinations_and_mixed_with_sync(cut: ClientUnderTest, env: Env) -> None:
-    cut.require(ClientFeature.ASYNC_SEND)
-    qa, qb = env.queue("a"), env.queue("b")
-    gate_a = env.proxy.hold("SEND", qa)
-    s = cut.session()
-    p = cut.producer(s)
+    qa, gate_a, _s, p = _held_producer(cut, env, ClientFeature.ASYNC_SEND, queue="a")
+    qb = env.queue("b")  # not held: confirmed at once
     first = cut.async_send(p, qa, b"1")
     second = cut.async_send(p, qb, b"2")  # confirmed at once, must still wait for the first
     cut.sync_send(p, qb, b"3", persistent=False)
@@ -123,11 +138,8 @@ def test_callback_order_across_destinations_and_mixed_with_sync(cut: ClientUnder
 
 @requirement("JMS-7.3.8-ONE-CALLBACK-AT-A-TIME", "JMS-7.3.8-NOT-ON-SENDING-THREAD")
 def test_callbacks_serial_per_session_and_never_on_sending_thread(cut: ClientUnderTest, env: Env) -> None:
-    cut.require(ClientFeature.ASYNC_SEND)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    s = cut.session()
-    p1, p2 = cut.producer(s), cut.producer(s)
+    q, gate, s, p1 = _held_producer(cut, env, ClientFeature.ASYNC_SEND)
+    p2 = cut.producer(s)
     for i in range(5):
         cut.async_send(p1, q, b"a%d" % i)
         cut.async_send(p2, q, b"b%d" % i, persistent=False)
@@ -142,108 +154,87 @@ def test_callbacks_serial_per_session_and_never_on_sending_thread(cut: ClientUnd
 
 @requirement("JMS-7.3.4-CLOSE-WAITS", "JMS-7.3.4-INCOMPLETE-COMPLETE-NORMALLY")
 def test_close_waits_for_incomplete_sends_which_complete_normally(cut: ClientUnderTest, env: Env) -> None:
-    cut.require(ClientFeature.ASYNC_SEND)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    s = cut.session()
-    p = cut.producer(s)
-    sends = [cut.async_send(p, q, b"x") for _ in range(3)]
-    gate.wait_held(3, TIMEOUT)
+    held = _incomplete_sends(cut, env, 3)
+
     def close_then_count() -> int:
-        cut.close_producer(p)
+        cut.close_producer(held.producer)
         return len(cut.events.of("completion"))
 
     closing = env.background(close_then_count)
     # barrier: the closing thread is parked in a wait (or has returned, which the count below catches)
     assert closing.wait_parked(TIMEOUT), "close neither returned nor waited"
     assert not closing.done, "close returned while sends were incomplete"
-    gate.release_all()
+    held.gate.release_all()
     assert closing.wait() == 3, "close returned before every callback had run"
     assert [(e.kind, e["send"]) for e in cut.events.of("completion", "exception")] == [
-        ("completion", x) for x in sends], "close aborted incomplete sends instead of letting them complete"
+        ("completion", x) for x in held.sends], "close aborted incomplete sends instead of letting them complete"
 
 
 @requirement("JMS-7.3.4-COMMIT-WAITS")
 def test_commit_waits_for_incomplete_sends(cut: ClientUnderTest, env: Env) -> None:
-    cut.require(ClientFeature.ASYNC_SEND, ClientFeature.TRANSACTIONS)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    s = cut.session(transacted=True)
-    p = cut.producer(s)
-    cut.async_send(p, q, b"x")
-    gate.wait_held(1, TIMEOUT)
+    held = _incomplete_sends(cut, env, 1, ClientFeature.TRANSACTIONS, transacted=True)
+
     def commit_then_count() -> int:
-        cut.commit(s)
+        cut.commit(held.session)
         return len(cut.events.of("completion"))
 
     committing = env.background(commit_then_count)
     assert committing.wait_parked(TIMEOUT), "commit neither returned nor waited"
     assert env.proxy.settle(TIMEOUT), "the proxy did not catch up with the client's writes"
-    held = gate.pending()
-    gate.release_all()
+    pending = held.gate.pending()
+    held.gate.release_all()
     assert committing.wait() == 1, "commit returned before the incomplete send's callback had run"
     # ordering evidence, no clock: the COMMIT frame came after the held confirmation was released
     commit_at = env.proxy.first_seen("COMMIT")
-    released_at = env.proxy.released_after(held[0].receipt_id)
+    released_at = env.proxy.released_after(pending[0].receipt_id)
     assert commit_at is not None and released_at is not None and commit_at > released_at, (
         "COMMIT written while a send was incomplete")
-    assert [m.body for m in env.drain(q, 1)] == [b"x"]
+    assert [m.body for m in env.drain(held.queue, 1)] == [b"x"]
 
 
-@requirement("JMS-7.3.4-CALLBACK-CLOSE-ILLEGAL")
-def test_callback_closing_its_own_objects_gets_illegal_state(make_cut: MakeCut, env: Env) -> None:
-    for action in ("close-producer", "close-session", "close-connection"):
-        cut = make_cut()
-        cut.require(ClientFeature.ASYNC_SEND, ClientFeature.CALLBACK_ACTIONS)
-        s = cut.session()
-        p = cut.producer(s)
-        cut.async_send(p, env.queue(), b"x", on_callback=action)
-        [result] = cut.events.wait_count("callback-result", 1, TIMEOUT)
-        assert result["outcome"] == "IllegalStateError", f"{action} from its own callback: {result['outcome']}"
+CLOSE_ILLEGAL = requirement("JMS-7.3.4-CALLBACK-CLOSE-ILLEGAL")
+COMMIT_ILLEGAL = requirement("JMS-7.3.4-CALLBACK-COMMIT-ILLEGAL")
 
 
-@requirement("JMS-7.3.4-CALLBACK-COMMIT-ILLEGAL")
-def test_callback_committing_its_own_session_gets_illegal_state(make_cut: MakeCut, env: Env) -> None:
-    for action in ("commit", "rollback"):
-        cut = make_cut()
-        cut.require(ClientFeature.ASYNC_SEND, ClientFeature.CALLBACK_ACTIONS, ClientFeature.TRANSACTIONS)
-        s = cut.session(transacted=True)
-        p = cut.producer(s)
-        cut.async_send(p, env.queue(), b"x", on_callback=action)
-        [result] = cut.events.wait_count("callback-result", 1, TIMEOUT)
-        assert result["outcome"] == "IllegalStateError", f"{action} from its own callback: {result['outcome']}"
+@pytest.mark.parametrize(("action", "transacted"), [
+    pytest.param("close-producer", False, marks=CLOSE_ILLEGAL, id="close-producer"),
+    pytest.param("close-session", False, marks=CLOSE_ILLEGAL, id="close-session"),
+    pytest.param("close-connection", False, marks=CLOSE_ILLEGAL, id="close-connection"),
+    pytest.param("commit", True, marks=COMMIT_ILLEGAL, id="commit"),
+    pytest.param("rollback", True, marks=COMMIT_ILLEGAL, id="rollback"),
+])
+def test_callback_acting_on_its_own_objects_gets_illegal_state(make_cut: MakeCut, env: Env, action: str,
+                                                               transacted: bool) -> None:
+    cut = make_cut()
+    cut.require(ClientFeature.ASYNC_SEND, ClientFeature.CALLBACK_ACTIONS,
+                *([ClientFeature.TRANSACTIONS] if transacted else []))
+    s = cut.session(transacted=transacted)
+    p = cut.producer(s)
+    cut.async_send(p, env.queue(), b"x", on_callback=action)
+    [result] = cut.events.wait_count("callback-result", 1, TIMEOUT)
+    assert result["outcome"] == "IllegalStateError", f"{action} from its own callback: {result['outcome']}"
 
 
 @requirement("JMS-7.3.6-HEADERS-AFTER-COMPLETION", "JMS-7.3.9-ACCESS-MAY-THROW")
 def test_message_inaccessible_until_completion_then_headers_set(cut: ClientUnderTest, env: Env) -> None:
-    cut.require(ClientFeature.ASYNC_SEND, ClientFeature.MESSAGE_ACCESS)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    s = cut.session()
-    p = cut.producer(s)
-    send = cut.async_send(p, q, b"x")
-    gate.wait_held(1, TIMEOUT)
+    held = _incomplete_sends(cut, env, 1, ClientFeature.MESSAGE_ACCESS)
+    [send] = held.sends
     before = cut.touch_message(send)
     assert before in ("ok", "MessageNotAccessibleError", "JMSError"), before  # 7.3.9: may throw (UNDEF)
-    gate.release()
+    held.gate.release()
     [_done] = cut.events.wait_count("completion", 1, TIMEOUT)
     assert cut.touch_message(send) == "ok", "the message is still locked after onCompletion"
     message_id = cut.message_id(send)
     assert message_id, "JMSMessageID not set after completion"
-    [received] = env.drain(q, 1)
+    [received] = env.drain(held.queue, 1)
     assert received.message_id == message_id
 
 
 @requirement("JMS-7.3.6-HEADERS-UNDEFINED-ON-EXCEPTION")
 def test_after_on_exception_the_message_is_usable(cut: ClientUnderTest, env: Env) -> None:
-    cut.require(ClientFeature.ASYNC_SEND, ClientFeature.MESSAGE_ACCESS)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    s = cut.session()
-    p = cut.producer(s)
-    send = cut.async_send(p, q, b"x")
-    gate.wait_held(1, TIMEOUT)
-    gate.reject()
+    held = _incomplete_sends(cut, env, 1, ClientFeature.MESSAGE_ACCESS)
+    [send] = held.sends
+    held.gate.reject()
     cut.events.wait_count("exception", 1, TIMEOUT)
     assert cut.touch_message(send) == "ok", "after onException the application owns the message again"
     with contextlib.suppress(CutError):  # the header values are undefined: either outcome is acceptable
@@ -252,11 +243,8 @@ def test_after_on_exception_the_message_is_usable(cut: ClientUnderTest, env: Env
 
 @requirement("JMS-7.3.7-SESSION-NOT-BOUND-TO-CALLBACK")
 def test_application_thread_keeps_using_the_session(cut: ClientUnderTest, env: Env) -> None:
-    cut.require(ClientFeature.ASYNC_SEND)
-    qa, qb = env.queue("a"), env.queue("b")
-    gate = env.proxy.hold("SEND", qa)
-    s = cut.session()
-    p = cut.producer(s)
+    qa, gate, s, p = _held_producer(cut, env, ClientFeature.ASYNC_SEND, queue="a")
+    qb = env.queue("b")  # not held
     cut.async_send(p, qa, b"pending")
     gate.wait_held(1, TIMEOUT)
     p2 = cut.producer(s)
