@@ -62,6 +62,9 @@ DELIVERY_COUNT_HEADERS = ("delivery-count", "ackspec-delivery-count", "JMSXDeliv
                           "redelivery-count")
 
 
+_DELIVERY_MODES: dict[int, DeliveryMode] = {int(m): m for m in DeliveryMode}
+
+
 def _check_destination(destination: str | None) -> str:
     if not destination or not destination.startswith(("/queue/", "/topic/", "/temp-queue/", "/temp-topic/")):
         raise InvalidDestinationError(f"not a destination: {destination!r} (use /queue/NAME or /topic/NAME)")
@@ -280,25 +283,30 @@ class MessageProducer:
                 callable(getattr(completion_listener, "on_completion", None))
                 and callable(getattr(completion_listener, "on_exception", None))):
             raise JMSError("completion_listener needs on_completion and on_exception")
-        mode = DeliveryMode(delivery_mode if delivery_mode is not None else self.delivery_mode)
+        requested = delivery_mode if delivery_mode is not None else self.delivery_mode
+        mode = _DELIVERY_MODES.get(requested) or DeliveryMode(requested)  # the latter raises for a bad value
         prio = self.priority if priority is None else priority
         ttl = self.time_to_live if time_to_live is None else time_to_live
-        body, properties, fields = message._snapshot()  # raises if the message is still in flight (7.3.9)
-        message._check()
+        message._check()  # not while an earlier asynchronous send of it is in flight (7.3.9)
+        # the frame is built from a snapshot: the body (immutable bytes) and a copy of the properties
+        body = message._body
+        headers = dict(message._properties)
+        fields = message._fields
+        correlation_id, message_type = fields["correlation_id"], fields["type"]
         self._numbers += 1
         now_ms = int(time.time() * 1000)
         message_id = f"ID:{self.id}-{self._numbers}"
         message._provider_set(message_id=message_id, timestamp=now_ms, destination=target, delivery_mode=mode,
                               priority=prio, expiration=now_ms + int(ttl * 1000) if ttl else 0)
-        headers = dict(properties)
-        headers.update({"priority": str(prio), "ackspec-message-id": message_id,
-                        "ackspec-timestamp": str(now_ms)})
+        headers["priority"] = str(prio)
+        headers["ackspec-message-id"] = message_id
+        headers["ackspec-timestamp"] = str(now_ms)
         if ttl:
             headers["expires"] = str(now_ms + int(ttl * 1000))
-        if fields.get("correlation_id"):
-            headers["correlation-id"] = str(fields["correlation_id"])
-        if fields.get("type"):
-            headers["type"] = str(fields["type"])
+        if correlation_id:
+            headers["correlation-id"] = str(correlation_id)
+        if message_type:
+            headers["type"] = str(message_type)
         self.session.connection.send_message(
             session=self.session, producer=self.id, destination=target, message=message,
             persistent=mode is DeliveryMode.PERSISTENT, transaction=self.session.transaction,

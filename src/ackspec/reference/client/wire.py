@@ -209,6 +209,13 @@ class StompWire:
         with self._write_lock:
             if self._lost or self._closed:
                 raise ConnectionLostError("the connection is closed")
+            if flush and not self._out:  # nothing buffered before it: straight out
+                try:
+                    self._sock.sendall(data)
+                except OSError as exc:
+                    raise ConnectionLostError(f"write failed: {exc}") from exc
+                self._last_write = time.monotonic()
+                return
             self._out.append(data)
             if flush:
                 self._flush_locked()
@@ -333,7 +340,7 @@ class StompWire:
         path, it decides nothing. On the reader thread, or nested in a pump of this thread (a
         dispatch that waits), it returns at once."""
         me = threading.get_ident()
-        if me == self._io_owner or threading.current_thread() is self._reader:
+        if me in (self._io_owner, self._reader.ident):
             return done()
         cond = self._pump_cond
         with cond:
