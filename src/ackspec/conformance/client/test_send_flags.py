@@ -9,42 +9,44 @@ import pytest
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest
 from ackspec.conformance.markers import requirement
+from ackspec.reference.confirmations import Gate
 
 MakeCut = Callable[..., ClientUnderTest]
+
+
+def _sync_send_under_block_flag(make_cut: MakeCut, env: Env, *, persistent: bool, block: bool) -> Gate:
+    """One synchronous send, durable or not, from a client whose matching blockOn flag is ``block``.
+
+    The proxy holds the confirmation. With ``block`` the send must not return before it, though the
+    broker already has the message; without, it returns although no confirmation came. Returns the gate.
+    """
+    kind, flag, option, body = (("durable", "blockOnDurableSend", "block_on_durable_send", b"d") if persistent
+                                else ("non-durable", "blockOnNonDurableSend", "block_on_non_durable_send", b"n"))
+    cut = make_cut(**{option: block})
+    cut.require(ClientFeature.SEND_FLAGS)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    p = cut.producer(cut.session())
+    call = env.background(lambda: cut.sync_send(p, q, body, persistent=persistent))
+    if block:
+        gate.wait_held(1, TIMEOUT)
+        assert [m.body for m in env.drain(q, 1)] == [body]
+        assert not call.done, f"a {kind} send returned before its confirmation ({flag}=true)"
+        gate.release()
+    call.wait()
+    return gate
 
 
 @requirement("ARTEMIS-BLOCK-ON-DURABLE-SEND")
 @pytest.mark.parametrize("block", [True, False])
 def test_block_on_durable_send(make_cut: MakeCut, env: Env, block: bool) -> None:
-    cut = make_cut(block_on_durable_send=block)
-    cut.require(ClientFeature.SEND_FLAGS)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    p = cut.producer(cut.session())
-    call = env.background(lambda: cut.sync_send(p, q, b"d", persistent=True))
-    if block:
-        gate.wait_held(1, TIMEOUT)
-        assert [m.body for m in env.drain(q, 1)] == [b"d"]
-        assert not call.done, "a durable send returned before its confirmation (blockOnDurableSend=true)"
-        gate.release()
-    call.wait()  # without blocking it returns although no confirmation came
+    _sync_send_under_block_flag(make_cut, env, persistent=True, block=block)
 
 
 @requirement("ARTEMIS-BLOCK-ON-NON-DURABLE-SEND", "AMQ-SEND-ASYNC-BY-DEFAULT")
 @pytest.mark.parametrize("block", [False, True])
 def test_block_on_non_durable_send(make_cut: MakeCut, env: Env, block: bool) -> None:
-    cut = make_cut(block_on_non_durable_send=block)
-    cut.require(ClientFeature.SEND_FLAGS)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    p = cut.producer(cut.session())
-    call = env.background(lambda: cut.sync_send(p, q, b"n", persistent=False))
-    if block:
-        gate.wait_held(1, TIMEOUT)
-        assert [m.body for m in env.drain(q, 1)] == [b"n"]
-        assert not call.done, "a non-durable send returned before its confirmation (blockOnNonDurableSend=true)"
-        gate.release()
-    call.wait()
+    gate = _sync_send_under_block_flag(make_cut, env, persistent=False, block=block)
     if not block:
         assert gate.pending() == [], "default: a non-durable send asks for no confirmation"
 
