@@ -39,6 +39,21 @@ def ack_cut(make_cut: MakeCut, **options: object) -> ClientUnderTest:
     return cut
 
 
+def _consuming_filled_queue(make_cut: MakeCut, env: Env, count: int, *features: ClientFeature, ack_mode: int = AUTO,
+                            transacted: bool = False, **options: object) -> tuple[ClientUnderTest, str, str, str]:
+    """``count`` messages put on a fresh queue, then the client under test (opened with ``options``; it
+    needs ack modes and types, and ``features``) with a consumer of that queue on a new session.
+
+    Returns the client, the queue, the session and the consumer.
+    """
+    q = env.queue()
+    fill(make_cut, q, count)
+    cut = ack_cut(make_cut, **options)
+    cut.require(*features)
+    s = cut.session(transacted=transacted, ack_mode=ack_mode)
+    return cut, q, s, cut.consumer(s, q)
+
+
 @requirement("AMQ-ACKMODE-VALUES", "AMQ-ACKMODE-PER-SESSION")
 def test_ack_mode_values(cut: ClientUnderTest) -> None:
     cut.require(ClientFeature.ACK_MODES)
@@ -52,10 +67,7 @@ def test_ack_mode_values(cut: ClientUnderTest) -> None:
 
 @requirement("AMQ-SYNC-RECEIVE-ACK-BEFORE-RETURN", "JMS-6.2.10-AUTO-ACK")
 def test_auto_receive_acks_before_returning(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 2)
-    cut = ack_cut(make_cut)
-    c = cut.consumer(cut.session(ack_mode=AUTO), q)
+    cut, _q, _s, c = _consuming_filled_queue(make_cut, env, 2, ack_mode=AUTO)
     for expected in (1, 2):
         assert cut.receive(c, TIMEOUT) is not None
         assert acks(cut) == [(STANDARD, 1)] * expected, "receive() returned before the message was acked"
@@ -98,10 +110,8 @@ def test_receive_on_listener_consumer_is_illegal(cut: ClientUnderTest, env: Env)
 @requirement("AMQ-OPTIMIZE-ACK-BATCH-FACTOR", "AMQ-DUPS-OK-QUEUE-AS-OPTIMIZED-AUTO")
 @pytest.mark.parametrize(("mode", "optimize"), [(AUTO, True), (DUPS_OK, False)])
 def test_lazy_acks_batch_at_065_prefetch(make_cut: MakeCut, env: Env, mode: int, optimize: bool) -> None:
-    q = env.queue()
-    fill(make_cut, q, 7)
-    cut = ack_cut(make_cut, prefetch=10, optimize_acknowledge=optimize, optimize_acknowledge_timeout=60)
-    c = cut.consumer(cut.session(ack_mode=mode), q)
+    cut, _q, _s, c = _consuming_filled_queue(make_cut, env, 7, ack_mode=mode, prefetch=10,
+                                             optimize_acknowledge=optimize, optimize_acknowledge_timeout=60)
     for _ in range(6):
         assert cut.receive(c, TIMEOUT) is not None
     assert acks(cut) == [], "acked before 0.65 x prefetch messages were consumed"
@@ -123,10 +133,8 @@ def test_dups_ok_on_topic_batches_at_half_prefetch(make_cut: MakeCut, env: Env) 
 
 @requirement("AMQ-OPTIMIZE-ACK-TIMEOUT")
 def test_optimized_acks_flushed_after_timeout(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 1)
-    cut = ack_cut(make_cut, prefetch=100, optimize_acknowledge=True, optimize_acknowledge_timeout=0.2)
-    c = cut.consumer(cut.session(ack_mode=AUTO), q)
+    cut, _q, _s, c = _consuming_filled_queue(make_cut, env, 1, ack_mode=AUTO, prefetch=100,
+                                             optimize_acknowledge=True, optimize_acknowledge_timeout=0.2)
     assert cut.receive(c, TIMEOUT) is not None
     [event] = cut.events.wait_count("ack", 1, TIMEOUT)
     assert event["ack_type"] == STANDARD and len(event["messages"]) == 1
@@ -135,11 +143,8 @@ def test_optimized_acks_flushed_after_timeout(make_cut: MakeCut, env: Env) -> No
 @requirement("AMQ-OPTIMIZE-ACK-AUTO-ONLY", "AMQ-TX-NO-OPTIMIZE-ACK")
 @pytest.mark.parametrize("transacted", [False, True])
 def test_optimize_ack_ignored_outside_auto(make_cut: MakeCut, env: Env, transacted: bool) -> None:
-    q = env.queue()
-    fill(make_cut, q, 3)
-    cut = ack_cut(make_cut, prefetch=4, optimize_acknowledge=True, optimize_acknowledge_timeout=0.05)
-    s = cut.session(transacted=transacted, ack_mode=CLIENT)
-    c = cut.consumer(s, q)
+    cut, _q, s, c = _consuming_filled_queue(make_cut, env, 3, ack_mode=CLIENT, transacted=transacted, prefetch=4,
+                                            optimize_acknowledge=True, optimize_acknowledge_timeout=0.05)
     last = None
     for _ in range(3):
         last = cut.receive(c, TIMEOUT)
@@ -162,10 +167,7 @@ def test_optimize_ack_with_prefetch_zero_refused(make_cut: MakeCut) -> None:
 
 @requirement("AMQ-CLIENT-DELIVERED-ACK-HALF-PREFETCH")
 def test_client_mode_delivered_ack_at_half_prefetch(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 6)
-    cut = ack_cut(make_cut, prefetch=10)
-    c = cut.consumer(cut.session(ack_mode=CLIENT), q)
+    cut, _q, _s, c = _consuming_filled_queue(make_cut, env, 6, ack_mode=CLIENT, prefetch=10)
     for _ in range(4):
         assert cut.receive(c, TIMEOUT) is not None
     assert acks(cut) == []
@@ -196,10 +198,7 @@ def test_client_acknowledge_covers_every_consumer_of_the_session(make_cut: MakeC
 
 @requirement("AMQ-ACKMODE-INDIVIDUAL")
 def test_individual_acknowledge_acks_one(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 2)
-    cut = ack_cut(make_cut)
-    c = cut.consumer(cut.session(ack_mode=INDIVIDUAL), q)
+    cut, q, _s, c = _consuming_filled_queue(make_cut, env, 2, ack_mode=INDIVIDUAL)
     m0, m1 = cut.receive(c, TIMEOUT), cut.receive(c, TIMEOUT)
     assert m0 is not None and m1 is not None
     cut.acknowledge(m1.handle)
@@ -210,10 +209,7 @@ def test_individual_acknowledge_acks_one(make_cut: MakeCut, env: Env) -> None:
 
 @requirement("JMS-3.6-ACKNOWLEDGE-IGNORED-WHEN-AUTOMATIC")
 def test_acknowledge_ignored_in_auto_mode(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 1)
-    cut = ack_cut(make_cut)
-    c = cut.consumer(cut.session(ack_mode=AUTO), q)
+    cut, _q, _s, c = _consuming_filled_queue(make_cut, env, 1, ack_mode=AUTO)
     message = cut.receive(c, TIMEOUT)
     assert message is not None
     cut.acknowledge(message.handle)
@@ -222,12 +218,7 @@ def test_acknowledge_ignored_in_auto_mode(make_cut: MakeCut, env: Env) -> None:
 
 @requirement("AMQ-TX-COMMIT-ACKS-ALL", "JMS-6.2.7-CHAINED-TRANSACTIONS")
 def test_commit_acks_everything_and_starts_next_transaction(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 3)
-    cut = ack_cut(make_cut)
-    cut.require(ClientFeature.TRANSACTIONS)
-    s = cut.session(transacted=True)
-    c = cut.consumer(s, q)
+    cut, _q, s, c = _consuming_filled_queue(make_cut, env, 3, ClientFeature.TRANSACTIONS, transacted=True)
     for _ in range(3):
         assert cut.receive(c, TIMEOUT) is not None
     cut.commit(s)
@@ -241,12 +232,7 @@ def test_commit_acks_everything_and_starts_next_transaction(make_cut: MakeCut, e
 
 @requirement("AMQ-TX-ROLLBACK-INCREMENTS-COUNTER", "JMS-8.7-LISTENER-THROWS-TRANSACTED-NEXT")
 def test_rollback_sends_redelivered_and_count_grows(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 1)
-    cut = ack_cut(make_cut)
-    cut.require(ClientFeature.TRANSACTIONS)
-    s = cut.session(transacted=True)
-    c = cut.consumer(s, q)
+    cut, _q, s, c = _consuming_filled_queue(make_cut, env, 1, ClientFeature.TRANSACTIONS, transacted=True)
     first = cut.receive(c, TIMEOUT)
     assert first is not None and first.delivery_count == 1
     cut.rollback(s)
@@ -306,12 +292,7 @@ def test_selector_mismatch_acked_unmatched(make_cut: MakeCut, env: Env) -> None:
 @requirement("JMS-6.2.10-RECOVER-RESTARTS", "JMS-6.2.10-RECOVER-MARKS-REDELIVERED",
              "JMS-8.7-LISTENER-THROWS-CLIENT-NEXT")
 def test_recover_redelivers_unacknowledged(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 2)
-    cut = ack_cut(make_cut)
-    cut.require(ClientFeature.RECOVER)
-    s = cut.session(ack_mode=CLIENT)
-    c = cut.consumer(s, q)
+    cut, _q, s, c = _consuming_filled_queue(make_cut, env, 2, ClientFeature.RECOVER, ack_mode=CLIENT)
     first = [cut.receive(c, TIMEOUT) for _ in range(2)]
     assert all(m is not None for m in first)
     cut.recover(s)
@@ -323,11 +304,8 @@ def test_recover_redelivers_unacknowledged(make_cut: MakeCut, env: Env) -> None:
 
 @requirement("JMS-6.1.8-ACK-AFTER-CLOSE-ILLEGAL", "JMS-6.2.15-CLOSE-DOES-NOT-ACK")
 def test_acknowledge_after_close_is_illegal_and_close_does_not_ack(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 1)
-    cut = ack_cut(make_cut)
-    s = cut.session(ack_mode=CLIENT)
-    message = cut.receive(cut.consumer(s, q), TIMEOUT)
+    cut, q, s, c = _consuming_filled_queue(make_cut, env, 1, ack_mode=CLIENT)
+    message = cut.receive(c, TIMEOUT)
     assert message is not None
     cut.close_session(s)
     with pytest.raises(CutError) as info:
