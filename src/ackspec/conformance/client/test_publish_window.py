@@ -9,6 +9,7 @@ import pytest
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError
 from ackspec.conformance.markers import requirement
+from ackspec.reference.confirmations import Gate
 from ackspec.reference.faults import ConfirmPolicy, FaultRule
 
 MakeCut = Callable[..., ClientUnderTest]
@@ -25,12 +26,24 @@ CUMULATIVE = ("a cumulative broker acknowledgement is a STOMP receipt; an AMQP d
               "deliveries it names")
 
 
-@requirement("SOLACE-WINDOW-BOUND", "SOLACE-WINDOW-BLOCKS-WHEN-FULL", "SOLACE-WINDOW-ACK-REOPENS")
-def test_window_bounds_in_flight_and_blocks_sender(make_cut: MakeCut, env: Env) -> None:
-    cut = windowed(make_cut, 5)
+def _windowed_held(make_cut: MakeCut, env: Env, size: int, mode: str = "per-message", *,
+                   cumulative: bool = False) -> tuple[ClientUnderTest, str, Gate, str]:
+    """A windowed client (see :func:`windowed`) with a producer whose SENDs to a fresh queue the proxy holds.
+
+    ``cumulative``: the test releases one confirmation for several sends (STOMP receipts only).
+    Returns the client, the queue, the gate and the producer.
+    """
+    cut = windowed(make_cut, size, mode)
+    if cumulative:
+        env.require_protocol("stomp", CUMULATIVE)
     q = env.queue()
     gate = env.proxy.hold("SEND", q)
-    p = cut.producer(cut.session())
+    return cut, q, gate, cut.producer(cut.session())
+
+
+@requirement("SOLACE-WINDOW-BOUND", "SOLACE-WINDOW-BLOCKS-WHEN-FULL", "SOLACE-WINDOW-ACK-REOPENS")
+def test_window_bounds_in_flight_and_blocks_sender(make_cut: MakeCut, env: Env) -> None:
+    cut, q, gate, p = _windowed_held(make_cut, env, 5)
     for i in range(5):
         cut.sync_send(p, q, b"w%d" % i)  # windowed sends return without waiting
     sixth = env.background(lambda: cut.sync_send(p, q, b"w5"))
@@ -44,11 +57,7 @@ def test_window_bounds_in_flight_and_blocks_sender(make_cut: MakeCut, env: Env) 
 
 @requirement("SOLACE-WINDOW-ACK-CUMULATIVE", "SOLACE-ACK-EVENT-PER-MESSAGE")
 def test_one_ack_covers_earlier_sends_reported_per_message(make_cut: MakeCut, env: Env) -> None:
-    cut = windowed(make_cut, 10)
-    env.require_protocol("stomp", CUMULATIVE)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    p = cut.producer(cut.session())
+    cut, q, gate, p = _windowed_held(make_cut, env, 10, cumulative=True)
     sends = [cut.sync_send(p, q, b"c%d" % i) for i in range(4)]
     held = gate.wait_held(4, TIMEOUT)
     gate.release(held[3].receipt_id)  # only the last: covers all four
@@ -73,11 +82,7 @@ def test_windowed_mode_one_event_per_broker_ack(make_cut: MakeCut, env: Env) -> 
 @requirement("SOLACE-WINDOW-REJECT-PER-MESSAGE", "SOLACE-ACK-EVENT-REJECT-SPLITS-RANGE",
              "SOLACE-WINDOW-REJECT-REOPENS-ONE")
 def test_rejection_is_per_message_and_splits_the_range(make_cut: MakeCut, env: Env) -> None:
-    cut = windowed(make_cut, 5, "windowed")
-    env.require_protocol("stomp", CUMULATIVE)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    p = cut.producer(cut.session())
+    cut, q, gate, p = _windowed_held(make_cut, env, 5, "windowed", cumulative=True)
     sends = [cut.sync_send(p, q, b"r%d" % i) for i in range(5)]
     held = gate.wait_held(5, TIMEOUT)
     sixth = env.background(lambda: cut.sync_send(p, q, b"r5"))
@@ -93,10 +98,7 @@ def test_rejection_is_per_message_and_splits_the_range(make_cut: MakeCut, env: E
 
 @requirement("SOLACE-WINDOW-REJECT-REOPENS-ONE")
 def test_rejection_alone_reopens_the_window_by_one(make_cut: MakeCut, env: Env) -> None:
-    cut = windowed(make_cut, 2)
-    q = env.queue()
-    gate = env.proxy.hold("SEND", q)
-    p = cut.producer(cut.session())
+    cut, q, gate, p = _windowed_held(make_cut, env, 2)
     cut.sync_send(p, q, b"1")
     cut.sync_send(p, q, b"2")
     third = env.background(lambda: cut.sync_send(p, q, b"3"))
