@@ -28,6 +28,6 @@ def test_encode_delivery_matches_from_core(persistent: bool, redelivered: bool, 
                  "properties"):
         assert getattr(fast, attr) == getattr(slow, attr), attr
     assert fast.delivery_count == count and fast.durable == persistent and fast.first_acquirer == (not redelivered)
-    # the cached part is reused for the same core message
+    # a second delivery of the same core message gets its own header
     again = encode_delivery(core, delivery_count=count + 1, redelivered=True)
     assert _decoded(again).delivery_count == count + 1

@@ -650,11 +650,20 @@ class AmqpConnection:
             tx = None
         del out.ids[dlv]
         del out.deliveries[delivery_id]
-        self._open_out.add(dlv)
-        # a transactional outcome is applied at discharge; the discharge answer confirms it
+        confirm: _Token | None = None
+        if tx is None and lib.pn_delivery_settled(dlv):
+            # the client settled already: it waits for nothing from us, so settle now (once the core
+            # has the outcome; nobody needs to hear when it is applied or journalled)
+            lib.pn_delivery_settle(dlv)
+        else:
+            # our settlement is the confirmation (rcv-settle-mode second, or a client that waits for it);
+            # a transactional outcome is applied at discharge, and the discharge answer confirms it
+            self._open_out.add(dlv)
+            if tx is None:
+                confirm = _Token("settle", dlv)
         try:
             effects = self.core.settle(self.conn_id, delivery_id, settlement, cumulative=False, tx=tx,
-                                       confirm=None if tx is not None else _Token("settle", dlv))
+                                       confirm=confirm)
         except CoreError as exc:
             self._close_link(out.impl, ERR_NOT_ALLOWED, exc.message)
             return

@@ -150,42 +150,27 @@ def from_core(message: CoreMessage, *, delivery_count: int, redelivered: bool) -
 _BY_HEADER = {name: attr for attr, name in PROPERTY_HEADERS}
 
 
-_BARE_CACHE: dict[str, tuple[CoreMessage, bytes]] = {}
-_BARE_CACHE_SIZE = 4096
 _EMPTY_HEADER = b"\x00\x53\x70\x45"  # described header section, empty list
 
 
 def _bare(message: CoreMessage) -> bytes:
-    """The message's sections after the header, encoded once per core message (they never change)."""
-    hit = _BARE_CACHE.get(message.message_id)
-    if hit is not None and hit[0] is message:
-        return hit[1]
+    """The message's sections after the header: written by hand (:func:`.sections.write_bare`, under a
+    microsecond for a small message, so not cached), or by proton when it carries message-annotations."""
     mapped: dict[str, str] = {}
     props: dict[str, str] = {}
     for name, value in message.headers:
         if name in _BY_HEADER:
             mapped[name] = value
-        elif name.startswith(ANNOTATION_PREFIX):  # message-annotations: rare, proton writes them
-            mapped = {}
+        elif name.startswith(ANNOTATION_PREFIX):
             break
         else:
             props[name] = value
     else:
-        bare = write_bare(message.message_id, message.destination, message.body, mapped, props.items())
-        _remember(message, bare)
-        return bare
+        return write_bare(message.message_id, message.destination, message.body, mapped, props.items())
     msg = from_core(message, delivery_count=0, redelivered=True)
     msg.durable = False
     encoded = bytes(msg.encode())
-    bare = encoded[len(_EMPTY_HEADER):] if encoded.startswith(_EMPTY_HEADER) else encoded
-    _remember(message, bare)
-    return bare
-
-
-def _remember(message: CoreMessage, bare: bytes) -> None:
-    if len(_BARE_CACHE) >= _BARE_CACHE_SIZE:
-        del _BARE_CACHE[next(iter(_BARE_CACHE))]
-    _BARE_CACHE[message.message_id] = (message, bare)
+    return encoded[len(_EMPTY_HEADER):] if encoded.startswith(_EMPTY_HEADER) else encoded
 
 
 def _uint(value: int) -> bytes:
@@ -198,7 +183,7 @@ def _uint(value: int) -> bytes:
 
 def encode_delivery(message: CoreMessage, *, delivery_count: int, redelivered: bool) -> bytes:
     """Exactly what ``from_core(...).encode()`` carries, without building a proton Message per delivery:
-    a header section (durable, first-acquirer, delivery-count) written by hand + the cached rest."""
+    a header section (durable, first-acquirer, delivery-count) + the rest, all written by hand."""
     fields = (b"\x41" if message.persistent else b"\x42") + b"\x40\x40" + (b"\x42" if redelivered else b"\x41") \
         + _uint(delivery_count)
     header = b"\x00\x53\x70\xc0" + bytes([len(fields) + 1, 5]) + fields
