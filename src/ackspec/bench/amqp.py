@@ -15,8 +15,12 @@ Scenarios (each on a fresh queue, 100-byte bodies, the queue left empty afterwar
 
 The load client is python-qpid-proton's engine driven directly (no reactor, no per-message
 ``Message.encode``: one encoded message reused), pumped over a non-blocking socket with
-``select``, so one Python thread keeps up with these brokers (the client's own ceiling is
-printed with the results: a run against the fastest broker near it would be client-bound).
+``select``. Its per-message work (transfers, dispositions, deliveries) calls proton's C API
+(``cproton_ffi``) without wrapper objects, as the reference listener does, so one Python thread
+keeps up with these brokers; the client's own ceiling is printed with the results (a run
+against the fastest broker near it would be client-bound). The consumer tops its credit up as
+it goes (when less than half is left, in the middle of a batch, and writes at once), so broker
+and client work in parallel instead of taking turns over whole windows.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from proton import Connection, Delivery, Endpoint, Event, Link, Message, Transport, symbol
+from cproton_ffi import ffi, lib  # type: ignore[import-not-found]
+from proton import Connection, Endpoint, Event, Link, Message, Transport, symbol
 
 from ackspec.bench.targets import _free_port
 from ackspec.brokers import BROKERS
@@ -49,6 +55,11 @@ REAL_BROKERS = ("rabbitmq", "artemis", "activemq6")
 ADDRESS_STYLE = {"rabbitmq": "path", "artemis": "capabilities", "activemq6": "activemq", "reference": "path"}
 """How each broker names a queue over AMQP (the profiles' ``settings.amqp_address``)."""
 DEFAULT_TARGETS = ("reference", *REAL_BROKERS)
+
+_PN_DELIVERY = int(lib.PN_DELIVERY)
+_PN_ACCEPTED = int(lib.PN_ACCEPTED)
+_CLOSE_EVENTS = frozenset(int(e) for e in (lib.PN_LINK_REMOTE_CLOSE, lib.PN_SESSION_REMOTE_CLOSE,
+                                          lib.PN_CONNECTION_REMOTE_CLOSE))
 
 
 @dataclass(frozen=True)
@@ -82,15 +93,40 @@ class BenchConnection:
         self.sock.setblocking(False)
         self.conn, self.transport, self.collector = client_engine(
             f"ackspec-bench-{uuid.uuid4().hex[:8]}", ep.host, ep.user, ep.password)
-        self.engine = EnginePump(self.transport, self.collector, self._on_event)
+        self.engine = EnginePump(self.transport, self.collector, self._on_event, dispatch=self._dispatch)
         self.on_event: Callable[[Event], None] = lambda _e: None
+        self.on_delivery: Callable[[Any], None] | None = None
+        """Measured loops: called with the C pointer of every delivery event of :attr:`watched`."""
+        self.watched: Any = None
         self.conn.open()
         self.session = self.conn.session()
         self.session.open()
         self.wait(lambda: bool(self.session.state & Endpoint.REMOTE_ACTIVE), "the session to open")
 
-    def pump(self, wait: float) -> None:
-        """Write what proton has, read what the socket has (waiting at most ``wait``), handle events."""
+    def _dispatch(self) -> None:
+        """Events on proton's C API: deliveries of the watched link go to :attr:`on_delivery` unwrapped;
+        only close events and (outside the measured loops) deliveries pay for proton's ``Event`` wrapper."""
+        collector = self.collector._impl
+        while True:
+            event = lib.pn_collector_peek(collector)
+            if not event:
+                return
+            try:
+                kind = lib.pn_event_type(event)
+                if kind == _PN_DELIVERY:
+                    dlv = lib.pn_event_delivery(event)
+                    if self.on_delivery is not None and lib.pn_delivery_link(dlv) == self.watched:
+                        self.on_delivery(dlv)
+                        continue
+                if kind == _PN_DELIVERY or kind in _CLOSE_EVENTS:
+                    wrapped = Event.wrap(event)  # type: ignore[no-untyped-call]
+                    if wrapped is not None:
+                        self._on_event(wrapped)
+            finally:
+                lib.pn_collector_pop(collector)
+
+    def flush(self) -> None:
+        """Write what proton has, as far as the socket takes it now."""
         engine = self.engine
         while (pending := engine.pending()) > 0:
             try:
@@ -100,6 +136,11 @@ class BenchConnection:
             except OSError as exc:
                 raise AckspecError(f"bench: {self.ep.label}: send failed: {exc}") from exc
             engine.pop(sent)
+
+    def pump(self, wait: float) -> None:
+        """Write what proton has, read what the socket has (waiting at most ``wait``), handle events."""
+        engine = self.engine
+        self.flush()
         writing = [self.sock] if engine.pending() > 0 else []
         readable, _, _ = select.select([self.sock], writing, [], wait)
         if readable:
@@ -176,32 +217,35 @@ def _encoded(body: bytes) -> bytes:
 
 def _send(c: BenchConnection, link: Link, payload: bytes, n: int, *, settled: bool, window: int) -> None:
     """n transfers; unsettled ones at most ``window`` in flight, all of them accepted before return."""
-    outcome: dict[str, int] = {"accepted": 0, "other": 0}
+    impl = link._impl
+    outcome = [0, 0]  # accepted, other
 
-    def on_event(event: Event) -> None:
-        dlv = event.delivery
-        if event.type == Event.DELIVERY and dlv is not None and dlv.link == link and dlv.remote_state:
-            outcome["accepted" if dlv.remote_state == Delivery.ACCEPTED else "other"] += 1
-            dlv.settle()
+    def on_delivery(dlv: Any) -> None:
+        state = lib.pn_delivery_remote_state(dlv)
+        if state:
+            outcome[0 if state == _PN_ACCEPTED else 1] += 1
+            lib.pn_delivery_settle(dlv)
 
-    c.on_event = on_event
+    c.watched, c.on_delivery = impl, on_delivery
+    data = ffi.from_buffer(payload)
+    size = len(payload)
     sent = 0
-    tag = 0
-    while sent < n or outcome["accepted"] + outcome["other"] < (0 if settled else n):
-        if outcome["other"]:
-            raise AckspecError(f"bench: {c.ep.label}: {outcome['other']} transfers not accepted")
-        in_flight = sent - outcome["accepted"]
-        room = min(n - sent, link.credit, 256, n if settled else window - in_flight)
-        for _ in range(max(room, 0)):
-            tag += 1
-            dlv = link.delivery(str(tag))
-            link.send(payload)
-            link.advance()
-            if settled:
-                dlv.settle()
-            sent += 1
-        c.pump(0 if room > 0 and sent < n else 0.05)
-    c.on_event = lambda _e: None
+    try:
+        while sent < n or outcome[0] + outcome[1] < (0 if settled else n):
+            if outcome[1]:
+                raise AckspecError(f"bench: {c.ep.label}: {outcome[1]} transfers not accepted")
+            room = min(n - sent, lib.pn_link_credit(impl), 256, n if settled else window - (sent - outcome[0]))
+            for _ in range(max(room, 0)):
+                sent += 1
+                tag = b"%d" % sent
+                dlv = lib.pn_delivery(impl, (len(tag), ffi.from_buffer(tag)))
+                lib.pn_link_send(impl, data, size)
+                lib.pn_link_advance(impl)
+                if settled:
+                    lib.pn_delivery_settle(dlv)
+            c.pump(0 if room > 0 and sent < n else 0.05)
+    finally:
+        c.watched, c.on_delivery = None, None
 
 
 def _barrier(c: BenchConnection, link: Link, payload: bytes) -> None:
@@ -210,25 +254,37 @@ def _barrier(c: BenchConnection, link: Link, payload: bytes) -> None:
 
 
 def _consume(c: BenchConnection, queue: str, n: int, credit: int) -> None:
+    """Receive n deliveries, settling each ``accepted``; when less than half the credit is left the
+    consumer grants the rest and writes at once, in the middle of a batch, so the broker refills
+    while the client works through what it has."""
     link = c.receiver(queue, credit)
-    got = {"n": 0}
+    impl = link._impl
+    got = [0]
+    buffer = bytearray(1 << 16)
+    view = [ffi.from_buffer(buffer), len(buffer)]
 
-    def on_event(event: Event) -> None:
-        dlv = event.delivery
-        if event.type != Event.DELIVERY or dlv is None or dlv.link != link or dlv.partial:
+    def on_delivery(dlv: Any) -> None:
+        if lib.pn_delivery_partial(dlv) or not lib.pn_delivery_readable(dlv):
             return
-        link.recv(dlv.pending)
-        link.advance()
-        dlv.update(Delivery.ACCEPTED)
-        dlv.settle()
-        got["n"] += 1
+        pending = lib.pn_delivery_pending(dlv)
+        if pending > view[1]:
+            view[:] = [ffi.new("char[]", pending), pending]
+        lib.pn_link_recv(impl, view[0], pending)
+        lib.pn_link_advance(impl)
+        lib.pn_delivery_update(dlv, _PN_ACCEPTED)
+        lib.pn_delivery_settle(dlv)
+        got[0] += 1
+        left = lib.pn_link_credit(impl)
+        if left < credit // 2 and got[0] + left < n:
+            lib.pn_link_flow(impl, credit - left)
+            c.flush()
 
-    c.on_event = on_event
-    while got["n"] < n:
-        if link.credit < credit // 2:
-            link.flow(credit - link.credit)
-        c.pump(0.05)
-    c.on_event = lambda _e: None
+    c.watched, c.on_delivery = impl, on_delivery
+    try:
+        while got[0] < n:
+            c.pump(0.05)
+    finally:
+        c.watched, c.on_delivery = None, None
     link.close()
     c.pump(0)
 
@@ -386,7 +442,7 @@ def reference_broker() -> Iterator[AmqpEndpoint]:
 
 
 def client_ceiling(n: int, body: bytes) -> float:
-    """msg/s of the load client against nothing: proton encoding + settling pre-settled transfers
+    """msg/s of the load client against nothing: pre-settled transfers, as :func:`_send` writes them,
     into a transport whose output is thrown away (the client-side cost per message)."""
     conn, transport = Connection(), Transport()
     transport.bind(conn)
@@ -395,13 +451,16 @@ def client_ceiling(n: int, body: bytes) -> float:
     session.open()
     link = session.sender("ceiling")
     link.open()
+    impl = link._impl
     payload = _encoded(body)
+    data = ffi.from_buffer(payload)
     t0 = time.perf_counter()
     for i in range(n):
-        dlv = link.delivery(str(i))
-        link.send(payload)
-        link.advance()
-        dlv.settle()
+        tag = b"%d" % i
+        dlv = lib.pn_delivery(impl, (len(tag), ffi.from_buffer(tag)))
+        lib.pn_link_send(impl, data, len(payload))
+        lib.pn_link_advance(impl)
+        lib.pn_delivery_settle(dlv)
         if i % 256 == 0:
             while (pending := transport.pending()) > 0:
                 transport.pop(pending)
