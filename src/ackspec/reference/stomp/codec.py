@@ -20,6 +20,7 @@ EOL is ``\\n``, or ``\\r\\n`` in 1.2 (and in CONNECT frames, before a version is
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from ackspec.reference.stomp.frames import (
@@ -45,30 +46,24 @@ class StompProtocolError(Exception):
         """The offending frame when it was parsed completely (e.g. a semantic error)."""
 
 
-_UNESCAPE_11: Final = {"\\\\": "\\", "\\n": "\n", "\\c": ":"}
-_UNESCAPE_12: Final = {**_UNESCAPE_11, "\\r": "\r"}
+_UNESCAPE_11: Final = {"\\": "\\", "n": "\n", "c": ":"}
+_UNESCAPE_12: Final = {**_UNESCAPE_11, "r": "\r"}
+_ESCAPE_SEQUENCE: Final = re.compile(r"\\(.?)", re.DOTALL)
+"""A backslash and the character after it (none at the end of the value: an error too)."""
 
 
 def _unescape(value: str, version: str) -> str:
     if "\\" not in value:
         return value
     table = _UNESCAPE_12 if version == "1.2" else _UNESCAPE_11
-    out: list[str] = []
-    i = 0
-    n = len(value)
-    while i < n:
-        ch = value[i]
-        if ch == "\\":
-            pair = value[i : i + 2]
-            repl = table.get(pair)
-            if repl is None:
-                raise StompProtocolError(f"undefined escape sequence {pair!r} in header")
-            out.append(repl)
-            i += 2
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
+
+    def one(match: re.Match[str]) -> str:
+        repl = table.get(match.group(1))
+        if repl is None:
+            raise StompProtocolError(f"undefined escape sequence {match.group(0)!r} in header")
+        return repl
+
+    return _ESCAPE_SEQUENCE.sub(one, value)
 
 
 def escape(value: str, version: str) -> str:
