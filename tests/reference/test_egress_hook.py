@@ -4,8 +4,11 @@ of a STOMP connection's output and its close go through it, in order; by default
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import socket
 import threading
+
+import pytest
 
 from ackspec.reference.server import Egress, EmbeddedBroker
 from ackspec.reference.stomp.codec import FrameParser, encode
@@ -47,9 +50,16 @@ def _frames(sock: socket.socket) -> list[Frame]:
         frames += [f for f in parser.feed(data) if isinstance(f, Frame)]
 
 
-def test_output_and_close_go_through_the_egress() -> None:
+LOOPS = ["asyncio", pytest.param("uvloop", marks=pytest.mark.skipif(importlib.util.find_spec("uvloop") is None,
+                                                                   reason="uvloop is not installed"))]
+
+
+@pytest.mark.parametrize("event_loop", LOOPS)
+def test_output_and_close_go_through_the_egress(event_loop: str) -> None:
+    """Also the STOMP server's smoke test on uvloop (``EmbeddedBroker(event_loop="uvloop")``)."""
     egress = Recording()
-    with EmbeddedBroker(persistent=False, egress=egress) as b:
+    with EmbeddedBroker(persistent=False, egress=egress, event_loop=event_loop) as b:
+        assert b.call(lambda core: type(asyncio.get_running_loop()).__module__).startswith(event_loop)
         sock = socket.create_connection(b.stomp_address, timeout=5)
         frames = [Frame("CONNECT", (("accept-version", "1.2"), ("host", "/"))),
                   Frame("SEND", (("destination", "/queue/egress"), ("receipt", "r1")), b"x"),
