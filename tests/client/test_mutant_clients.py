@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +22,8 @@ from ackspec.adapters.refclient import RefClientAmqpCUT, RefClientCUT
 from ackspec.conformance.client import test_close_rules as close_rules
 from ackspec.conformance.client import test_jms_send as jms
 from ackspec.conformance.client import test_stomp_client as stomp_client
-from ackspec.conformance.client.conftest import Env
-from ackspec.conformance.client.cut import ClientUnderTest, CutError, NotApplicable
+from ackspec.conformance.client.conftest import Env, opened_clients
+from ackspec.conformance.client.cut import ClientUnderTest
 from ackspec.reference.client import Connection, IllegalStateError
 from ackspec.reference.client.consumer_core import AckRecord
 from ackspec.reference.client.dispatch import in_message_listener, outside_callbacks
@@ -118,36 +118,32 @@ class CloseDoesNotWait(_Mutant):
 # -- closing from listeners, closing consumers, NACK, failed commit ----------------------------------
 
 
+def _closes_at_once_from_a_listener(original: Callable[[], None]) -> Callable[[], None]:
+    """``close`` that, called from a message listener, runs as if outside any callback: it does not
+    wait for the listener's message to be acknowledged first."""
+
+    def close() -> None:
+        if in_message_listener():
+            with outside_callbacks():
+                original()
+            return
+        original()
+
+    return close
+
+
 class ListenerConnectionCloseSkipsItsAck(_Mutant):
     """A listener's close of its own connection runs at once, before its message is acknowledged (breaks 6.1.8)."""
 
     def mutate_connection(self, conn: Connection) -> None:
-        original = conn.close
-
-        def close() -> None:
-            if in_message_listener():
-                with outside_callbacks():
-                    original()
-                return
-            original()
-
-        conn.close = close  # type: ignore[method-assign]
+        conn.close = _closes_at_once_from_a_listener(conn.close)  # type: ignore[method-assign]
 
 
 class ListenerSessionCloseSkipsItsAck(_Mutant):
     """A listener's close of its own session runs at once, before its message is acknowledged (breaks 6.2.15)."""
 
     def mutate_session(self, session: Session) -> None:
-        original = session.close
-
-        def close() -> None:
-            if in_message_listener():
-                with outside_callbacks():
-                    original()
-                return
-            original()
-
-        session.close = close  # type: ignore[method-assign]
+        session.close = _closes_at_once_from_a_listener(session.close)  # type: ignore[method-assign]
 
 
 class ConsumerCloseDropsAckState(_Mutant):
@@ -393,28 +389,14 @@ def over(kind: type[RefClientCUT], protocol: str) -> type[RefClientCUT]:
     return type(f"{kind.__name__}Amqp", (kind, RefClientAmqpCUT), {})
 
 
-@contextlib.contextmanager
-def clients(kind: type[RefClientCUT], env: Env) -> Iterator[Callable[..., ClientUnderTest]]:
+def _release_listeners(cut: ClientUnderTest) -> None:
+    assert isinstance(cut, RefClientCUT)
+    cut.release_listeners()  # a listener left blocked by a caught mutant would hold close() up
+
+
+def clients(kind: type[RefClientCUT], env: Env) -> contextlib.AbstractContextManager[Callable[..., ClientUnderTest]]:
     """``make_cut`` for ``kind``: every client the check opens (feeders too) is one; all closed after."""
-    opened: list[RefClientCUT] = []
-
-    def make(**options: Any) -> ClientUnderTest:
-        cut = kind()
-        opened.append(cut)
-        cut.open(env.url_for(getattr(cut, "protocol", "stomp")), options)
-        return cut
-
-    try:
-        yield make
-    finally:
-        for cut in opened:
-            cut.release_listeners()  # a listener left blocked by a caught mutant would hold close() up
-        env._proxy.clear()
-        if env._amqp_proxy is not None:
-            env._amqp_proxy.clear()
-        for cut in opened:
-            with contextlib.suppress(CutError, NotApplicable):
-                cut.close()
+    return opened_clients(kind, env, before_close=_release_listeners)
 
 
 def run_check(check: Callable[..., None], kind: type[RefClientCUT], env: Env, params: Mapping[str, Any]) -> None:

@@ -252,7 +252,18 @@ def client_name(config: pytest.Config) -> str:
 @pytest.fixture
 def make_cut(request: pytest.FixtureRequest, env: Env) -> Iterator[Callable[..., ClientUnderTest]]:
     """Open a client under test (through the proxy) with options; closed after the test."""
-    build = factory(client_name(request.config))
+    with opened_clients(factory(client_name(request.config)), env) as make:
+        yield make
+
+
+@contextlib.contextmanager
+def opened_clients(build: Callable[[], ClientUnderTest], env: Env, *,
+                   before_close: Callable[[ClientUnderTest], None] | None = None,
+                   ) -> Iterator[Callable[..., ClientUnderTest]]:
+    """A ``make_cut``: each call builds a client and opens it through ``env``'s proxies.
+
+    On exit every client opened is closed, after ``before_close`` ran on all of them and the
+    proxies released the receipts they hold (a held receipt would keep ``close()`` waiting)."""
     opened: list[ClientUnderTest] = []
 
     def make(**options: Any) -> ClientUnderTest:
@@ -261,13 +272,18 @@ def make_cut(request: pytest.FixtureRequest, env: Env) -> Iterator[Callable[...,
         cut.open(env.url_for(getattr(cut, "protocol", "stomp")), options)
         return cut
 
-    yield make
-    for cut in opened:
-        env._proxy.clear()  # release held receipts so close() can finish
-        if env._amqp_proxy is not None:
-            env._amqp_proxy.clear()
-        with contextlib.suppress(CutError, NotApplicable):
-            cut.close()
+    try:
+        yield make
+    finally:
+        if before_close is not None:
+            for cut in opened:
+                before_close(cut)
+        for cut in opened:
+            env._proxy.clear()
+            if env._amqp_proxy is not None:
+                env._amqp_proxy.clear()
+            with contextlib.suppress(CutError, NotApplicable):
+                cut.close()
 
 
 @pytest.fixture
