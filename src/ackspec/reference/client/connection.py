@@ -307,7 +307,9 @@ class Connection:
             self.log.append("send", token=send.token, destination=destination, producer=producer, kind=str(kind),
                             receipt=wants_receipt, windowed=windowed, thread=threading.get_ident())
             with self._lock:
-                self._run(self._tracker.sent(send.token))
+                actions = self._tracker.sent(send.token)
+                if actions:  # none: nothing changed (a send that waits for its receipt)
+                    self._run(actions)
         if kind is SendKind.BLOCKING:
             self._await_blocking(send)
         return send
@@ -315,7 +317,7 @@ class Connection:
     def _await_blocking(self, send: PendingSend) -> None:
         self._wire.pump_until(lambda: send.released, self.options.send_timeout)  # read the receipt here
         with self._lock:
-            ok = self._cond.wait_for(lambda: send.released, self.options.send_timeout)
+            ok = send.released or self._cond.wait_for(lambda: send.released, self.options.send_timeout)
             if not ok:
                 self._orphans.add(send.token)
                 from ackspec.reference.client.errors import SendTimeoutError  # noqa: PLC0415

@@ -138,7 +138,8 @@ class StompWire:
         self._flush_poked = False
         self._io_lock = threading.Lock()  # held by whoever selects/reads/parses (reader thread or a pumper)
         self._io_owner = 0  # thread ident holding _io_lock as a pumper (0: none or the reader thread)
-        self._pump_cond = threading.Condition()  # guards the four fields below; the reader thread parks on it
+        self._pump_lock = threading.Lock()  # guards the four fields below ("with" on it: one C call)
+        self._pump_cond = threading.Condition(self._pump_lock)  # the reader thread parks on it
         self._pumpers = 0  # threads in pump_until
         self._reader_active = False  # the reader thread holds (or is taking) the socket
         self._reader_parked = False  # the reader thread waits on _pump_cond
@@ -342,8 +343,7 @@ class StompWire:
         me = threading.get_ident()
         if me in (self._io_owner, self._reader.ident):
             return done()
-        cond = self._pump_cond
-        with cond:
+        with self._pump_lock:
             self._pumpers += 1
             poke = self._reader_active
         if poke:
@@ -364,11 +364,11 @@ class StompWire:
                 finally:
                     self._io_owner = 0
         finally:
-            with cond:
+            with self._pump_lock:
                 self._pumpers -= 1
                 self._last_pump_end = time.monotonic()
                 if self._ended is not None or self._closed:
-                    cond.notify_all()  # the reader thread reports the loss now
+                    self._pump_cond.notify_all()  # the reader thread reports the loss now
                 # otherwise no notify: the parked reader thread resumes after READER_LINGER by itself,
                 # and a blocking send that follows meanwhile wakes nobody
         return done()
