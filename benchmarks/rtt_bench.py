@@ -509,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-line", choices=LINES, default="broker",
                         help="broker: delay the broker's output in its own process (no extra hop, default); "
                              "proxy: a delaying TCP proxy process")
-    parser.add_argument("--broker-loop", choices=("asyncio", "uvloop"), default="asyncio",
+    parser.add_argument("--broker-loop", choices=("asyncio", "uvloop"), default="uvloop",
                         help="the broker's event loop (uvloop falls back to asyncio when not installed)")
     parser.add_argument("--pin", action="store_true",
                         help="pin this process (the client) to CPU 0 and the broker/proxy to the others, "
