@@ -218,7 +218,7 @@ class StompWire:
                 self._last_write = time.monotonic()
                 return
             self._out.append(data)
-            if flush:
+            if flush or len(self._out) >= FLUSH_AT:
                 self._flush_locked()
             elif not self._flush_poked:
                 self._flush_poked = poke = True
@@ -469,6 +469,11 @@ class StompWire:
             error, receipt_id = self._ended or ("connection closed by the broker", None)
             self._events.on_lost("connection closed by the client" if self._closed else error, receipt_id)
 
+
+FLUSH_AT = 64
+"""Buffered frames a sender writes itself rather than leave to the thread it poked: a thread that sends
+without pause holds the GIL, so the poked thread may get it only after the switch interval (5 ms) and the
+burst (and the window it fills) would wait that long."""
 
 READER_LINGER = 0.002
 """Seconds the reader thread stays parked after a pump ended (see :class:`StompWire`)."""
