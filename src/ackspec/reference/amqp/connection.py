@@ -101,6 +101,29 @@ ERR_RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
 Ptr = Any
 """A C pointer from proton's API (a cffi ``cdata``): hashable and compared by address."""
 
+# the C functions of the hot paths, bound once (a module global is found faster than a ``lib`` attribute)
+_collector_peek = lib.pn_collector_peek
+_collector_pop = lib.pn_collector_pop
+_event_type = lib.pn_event_type
+_event_delivery = lib.pn_event_delivery
+_event_link = lib.pn_event_link
+_delivery_link = lib.pn_delivery_link
+_delivery_readable = lib.pn_delivery_readable
+_delivery_partial = lib.pn_delivery_partial
+_delivery_pending = lib.pn_delivery_pending
+_link_recv = lib.pn_link_recv
+_link_advance = lib.pn_link_advance
+_delivery_remote_state = lib.pn_delivery_remote_state
+_delivery_settled = lib.pn_delivery_settled
+_delivery_settle = lib.pn_delivery_settle
+_delivery_update = lib.pn_delivery_update
+_delivery = lib.pn_delivery
+_link_send = lib.pn_link_send
+_link_credit = lib.pn_link_credit
+_link_get_drain = lib.pn_link_get_drain
+_link_flow = lib.pn_link_flow
+_link_state = lib.pn_link_state
+
 _PN_DELIVERY = int(lib.PN_DELIVERY)
 _PN_LINK_FLOW = int(lib.PN_LINK_FLOW)
 _CLOSED = int(Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED)
@@ -265,7 +288,7 @@ class AmqpConnection:
 
     def _grant(self, state: _InLink, credit: int) -> None:
         state.granted += credit
-        lib.pn_link_flow(state.impl, credit)
+        _link_flow(state.impl, credit)
 
     def _replenish(self) -> None:
         """Top up the credit of links we receive on, once per batch of input.
@@ -275,7 +298,7 @@ class AmqpConnection:
         """
         window = self.receive_window
         for impl, state in list(self._in_links.items()):
-            if lib.pn_link_state(impl) & _CLOSED:
+            if _link_state(impl) & _CLOSED:
                 del self._in_links[impl]
                 continue
             left = state.granted - state.received
@@ -291,16 +314,16 @@ class AmqpConnection:
         """
         collector = self.collector._impl
         links = self._links
-        peek = lib.pn_collector_peek
+        peek = _collector_peek
         while True:
             event = peek(collector)
             if not event:
                 return
             try:
-                kind = lib.pn_event_type(event)
+                kind = _event_type(event)
                 if kind == _PN_DELIVERY:
-                    dlv = lib.pn_event_delivery(event)
-                    state = links.get(lib.pn_delivery_link(dlv))
+                    dlv = _event_delivery(event)
+                    state = links.get(_delivery_link(dlv))
                     if state is None:
                         pass  # a link we refused or closed
                     elif state.__class__ is _InLink:
@@ -308,7 +331,7 @@ class AmqpConnection:
                     else:
                         self._disposition(dlv, cast(_OutLink, state))
                 elif kind == _PN_LINK_FLOW:
-                    state = links.get(lib.pn_event_link(event))
+                    state = links.get(_event_link(event))
                     if state is not None and state.__class__ is _OutLink:
                         self._flow(state)
                 elif kind in _WANTED_EVENTS:
@@ -316,7 +339,7 @@ class AmqpConnection:
                     if wrapped is not None:
                         self._on_event(wrapped)
             finally:
-                lib.pn_collector_pop(collector)
+                _collector_pop(collector)
 
     def _process(self) -> None:
         self._dispatch()
@@ -440,8 +463,8 @@ class AmqpConnection:
     # -- flow -----------------------------------------------------------------------------------------
 
     def _flow(self, out: _OutLink) -> None:
-        delta = lib.pn_link_credit(out.impl) - out.core_credit
-        drain = bool(lib.pn_link_get_drain(out.impl))
+        delta = _link_credit(out.impl) - out.core_credit
+        drain = bool(_link_get_drain(out.impl))
         if delta == 0 and not drain:
             return
         out.core_credit += delta
@@ -454,13 +477,13 @@ class AmqpConnection:
             self._recv_buffer = bytearray(size)
             self._recv_view = ffi.from_buffer(self._recv_buffer)
             self._recv_bytes = memoryview(self._recv_buffer)
-        got = lib.pn_link_recv(impl, self._recv_view, size)
+        got = _link_recv(impl, self._recv_view, size)
         return self._recv_bytes[:got].tobytes() if got > 0 else b""
 
     def _transfer(self, dlv: Ptr, state: _InLink) -> None:
         # a delivery is handled once, when complete: it is then the link's current one (readable)
         # and advancing past it makes it not current for good
-        if not lib.pn_delivery_readable(dlv) or lib.pn_delivery_partial(dlv):
+        if not _delivery_readable(dlv) or _delivery_partial(dlv):
             return
         impl = state.impl
         state.received += 1
@@ -468,14 +491,14 @@ class AmqpConnection:
             # more transfers than all the credit we ever granted (2.6.7): detach the link
             self._close_link(impl, ERR_TRANSFER_LIMIT, "transfer sent without link credit")
             return
-        payload = self._recv(impl, lib.pn_delivery_pending(dlv))
-        lib.pn_link_advance(impl)
+        payload = self._recv(impl, _delivery_pending(dlv))
+        _link_advance(impl)
         self._open_in.add(dlv)  # to be settled by us: _answer or the pre-settled paths below
         if state.coordinator:
             self._control(dlv, payload)
             return
         tx: str | None = None
-        if lib.pn_delivery_remote_state(dlv) == TRANSACTIONAL_STATE:
+        if _delivery_remote_state(dlv) == TRANSACTIONAL_STATE:
             known, tx = self._transaction_of(dlv, receiving=True)
             if not known:
                 return
@@ -488,8 +511,9 @@ class AmqpConnection:
         if destination is None:
             self._answer(dlv, REJECTED, condition=Condition(ERR_NOT_FOUND, "message has no destination address"))
             return
-        settled = bool(lib.pn_delivery_settled(dlv))
-        if self.core.faults is not None and self._rejected_by_fault(dlv, settled, destination, tx):
+        settled = bool(_delivery_settled(dlv))
+        faults = self.core.faults
+        if faults is not None and faults.active and self._rejected_by_fault(dlv, settled, destination, tx):
             return
         confirm = None if settled else _Token("transfer", dlv, tx is not None)
         try:
@@ -500,7 +524,7 @@ class AmqpConnection:
             return
         if settled:
             self._open_in.discard(dlv)
-            lib.pn_delivery_settle(dlv)
+            _delivery_settle(dlv)
         self._run(effects)
 
     def _rejected_by_fault(self, dlv: Ptr, settled: bool, destination: str, tx: str | None) -> bool:
@@ -521,12 +545,12 @@ class AmqpConnection:
         if tx is not None:
             self._txns[tx].failed = reason
         self._open_in.discard(dlv)
-        lib.pn_delivery_settle(dlv)
+        _delivery_settle(dlv)
         return True
 
     def _transaction_of(self, dlv: Ptr, *, receiving: bool) -> tuple[bool, str | None]:
         """(known, the core transaction a transfer or disposition belongs to); refuses unknown ids."""
-        if lib.pn_delivery_remote_state(dlv) != TRANSACTIONAL_STATE:
+        if _delivery_remote_state(dlv) != TRANSACTIONAL_STATE:
             return True, None
         data = _wrap(dlv).remote.data or []
         txn_id = bytes(data[0]).decode("utf-8", "replace") if data else ""
@@ -535,7 +559,7 @@ class AmqpConnection:
             if receiving:
                 self._answer(dlv, REJECTED, condition=cond)
             else:
-                self._close_link(lib.pn_delivery_link(dlv), cond.name, cond.description or "")
+                self._close_link(_delivery_link(dlv), cond.name, cond.description or "")
             return False, None
         return True, txn_id
 
@@ -553,8 +577,8 @@ class AmqpConnection:
                 wrapper.local.data = data
             wrapper.update(state)
         else:
-            lib.pn_delivery_update(dlv, state)
-        lib.pn_delivery_settle(dlv)
+            _delivery_update(dlv, state)
+        _delivery_settle(dlv)
         self.on_output()
 
     # -- transaction coordinator ------------------------------------------------------------------
@@ -633,11 +657,11 @@ class AmqpConnection:
         delivery_id = out.ids.get(dlv)
         if delivery_id is None:
             return  # pre-settled, or its outcome is already being applied
-        state = lib.pn_delivery_remote_state(dlv)
+        state = _delivery_remote_state(dlv)
         if state == ACCEPTED:
             settlement = ACCEPT
             tx: str | None = None
-        elif not state and not lib.pn_delivery_settled(dlv):
+        elif not state and not _delivery_settled(dlv):
             return  # no outcome yet
         elif state == TRANSACTIONAL_STATE:
             known, tx = self._transaction_of(dlv, receiving=False)
@@ -651,10 +675,10 @@ class AmqpConnection:
         del out.ids[dlv]
         del out.deliveries[delivery_id]
         confirm: _Token | None = None
-        if tx is None and lib.pn_delivery_settled(dlv):
+        if tx is None and _delivery_settled(dlv):
             # the client settled already: it waits for nothing from us, so settle now (once the core
             # has the outcome; nobody needs to hear when it is applied or journalled)
-            lib.pn_delivery_settle(dlv)
+            _delivery_settle(dlv)
         else:
             # our settlement is the confirmation (rcv-settle-mode second, or a client that waits for it);
             # a transactional outcome is applied at discharge, and the discharge answer confirms it
@@ -668,13 +692,13 @@ class AmqpConnection:
             self._close_link(out.impl, ERR_NOT_ALLOWED, exc.message)
             return
         if tx is not None:
-            self._txns[tx].deliveries.append((dlv, bool(lib.pn_delivery_settled(dlv)), out, delivery_id))
+            self._txns[tx].deliveries.append((dlv, bool(_delivery_settled(dlv)), out, delivery_id))
         self._run(effects)
 
     def _settle_out(self, dlv: Ptr) -> None:
         if dlv in self._open_out:
             self._open_out.discard(dlv)
-            lib.pn_delivery_settle(dlv)
+            _delivery_settle(dlv)
 
     # -- effects ----------------------------------------------------------------------------------
 
@@ -749,12 +773,12 @@ class AmqpConnection:
             payload = self._mutated(effect)
         impl = out.impl
         tag = b"%d" % effect.delivery_id
-        dlv = lib.pn_delivery(impl, (len(tag), ffi.from_buffer(tag)))
-        lib.pn_link_send(impl, ffi.from_buffer(payload), len(payload))
-        lib.pn_link_advance(impl)
+        dlv = _delivery(impl, (len(tag), ffi.from_buffer(tag)))
+        _link_send(impl, ffi.from_buffer(payload), len(payload))
+        _link_advance(impl)
         out.core_credit -= 1
         if out.ack is AckMode.AUTO:
-            lib.pn_delivery_settle(dlv)
+            _delivery_settle(dlv)
         else:
             out.deliveries[effect.delivery_id] = dlv
             out.ids[dlv] = effect.delivery_id
