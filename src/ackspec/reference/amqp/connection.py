@@ -774,7 +774,7 @@ class AmqpConnection:
         impl = out.impl
         tag = b"%d" % effect.delivery_id
         dlv = _delivery(impl, (len(tag), ffi.from_buffer(tag)))
-        _link_send(impl, ffi.from_buffer(payload), len(payload))
+        _link_send(impl, payload, len(payload))  # cffi passes a bytes object's buffer as is
         _link_advance(impl)
         out.core_credit -= 1
         if out.ack is AckMode.AUTO:

@@ -184,7 +184,16 @@ def _uint(value: int) -> bytes:
 def encode_delivery(message: CoreMessage, *, delivery_count: int, redelivered: bool) -> bytes:
     """Exactly what ``from_core(...).encode()`` carries, without building a proton Message per delivery:
     a header section (durable, first-acquirer, delivery-count) + the rest, all written by hand."""
-    fields = (b"\x41" if message.persistent else b"\x42") + b"\x40\x40" + (b"\x42" if redelivered else b"\x41") \
-        + _uint(delivery_count)
-    header = b"\x00\x53\x70\xc0" + bytes([len(fields) + 1, 5]) + fields
+    key = (message.persistent, redelivered, delivery_count)
+    header = _HEADERS.get(key)
+    if header is None:
+        fields = (b"\x41" if message.persistent else b"\x42") + b"\x40\x40" + (b"\x42" if redelivered else b"\x41") \
+            + _uint(delivery_count)
+        header = b"\x00\x53\x70\xc0" + bytes([len(fields) + 1, 5]) + fields
+        if delivery_count < 16:  # the usual counts; a few dozen entries at most
+            _HEADERS[key] = header
     return header + _bare(message)
+
+
+_HEADERS: dict[tuple[bool, bool, int], bytes] = {}
+"""Header sections by (durable, redelivered, delivery-count)."""
