@@ -101,32 +101,32 @@ class EgressDelayLine:
             os.write(self._wake_w, b"x")
 
     def _run(self) -> None:
+        """Sleep until the head is due, write it, then the bookkeeping: as little as possible between
+        the timer's wake-up and the write. Only this thread removes entries, so the head stays put."""
         tight_timers()  # timer slack is per thread
-        queue, lock = self._queue, self._lock
+        queue, lock, wake_r, clock = self._queue, self._lock, self._wake_r, time.perf_counter
         while True:
-            timeout = (queue[0][0] - time.perf_counter()) if queue else None
-            if timeout is None or timeout > 0:
-                if select.select([self._wake_r], [], [], timeout)[0]:
-                    os.read(self._wake_r, 4096)
+            if not queue:
+                select.select([wake_r], [], [], None)  # until put() pokes
+                os.read(wake_r, 4096)
                 continue
-            now = time.perf_counter()
-            batch: list[tuple[_DelayedEgress, bytes | None]] = []
-            with lock:
-                while queue and queue[0][0] <= now:
-                    _, egress, data = queue.popleft()
-                    batch.append((egress, data))
-            i = 0
-            while i < len(batch):  # consecutive chunks of one connection go out in one send
-                egress, data = batch[i]
-                chunks = []
-                while i < len(batch) and batch[i][0] is egress and batch[i][1] is not None:
-                    chunks.append(batch[i][1])
-                    i += 1
-                if chunks:
-                    egress.send(b"".join(chunks) if len(chunks) > 1 else chunks[0])  # type: ignore[arg-type]
-                if i < len(batch) and batch[i][0] is egress and batch[i][1] is None:
-                    egress.finish()
-                    i += 1
+            due, egress, data = queue[0]
+            wait = due - clock()
+            if wait > 0 and select.select([wake_r], [], [], wait)[0]:  # a stale poke, not the timer
+                os.read(wake_r, 4096)
+                continue
+            if data is None:
+                egress.finish()
+                with lock:
+                    queue.popleft()
+                continue
+            with lock:  # this chunk and the ones after it of the same connection that are due too
+                queue.popleft()
+                now = clock()
+                more = []
+                while queue and queue[0][0] <= now and queue[0][1] is egress and queue[0][2] is not None:
+                    more.append(queue.popleft()[2])
+            egress.send(b"".join([data, *more]) if more else data)  # type: ignore[list-item]
 
 
 class _DelayedEgress:
@@ -150,7 +150,16 @@ class _DelayedEgress:
 
     def send(self, data: bytes) -> None:
         """On the writer thread."""
-        view = memoryview(data)
+        if self.dead:
+            return
+        try:
+            written = os.write(self.fd, data)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            self.dead = True
+            return
+        view = memoryview(data)[written:]
         while view and not self.dead:
             try:
                 view = view[os.write(self.fd, view):]
