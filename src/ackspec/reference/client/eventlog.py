@@ -42,26 +42,36 @@ class ClientEvent:
 
 
 class EventLog:
-    """Append-only, thread-safe. Appending is on every send's path, so it takes one plain lock and
-    wakes waiters only when somebody waits (``wait_for`` counts them)."""
+    """Append-only, thread-safe. Appending is on every send's path, so it is kept small: one plain lock,
+    a tuple (the :class:`ClientEvent` is made when somebody reads the log or listens to it), and a wake-up
+    only when somebody waits (``wait_for`` counts them)."""
 
     def __init__(self) -> None:
-        self._events: list[ClientEvent] = []
+        self._raw: list[tuple[str, Mapping[str, Any], float]] = []
+        self._events: list[ClientEvent] = []  # ClientEvents of _raw[:len(_events)]
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._waiting = 0
         self._listeners: tuple[Callable[[ClientEvent], None], ...] = ()  # replaced, never mutated
 
-    def append(self, kind: str, /, **detail: Any) -> ClientEvent:
+    def append(self, kind: str, /, **detail: Any) -> None:
         with self._lock:
-            event = ClientEvent(kind, detail, time.monotonic(), len(self._events))
-            self._events.append(event)
-            listeners = self._listeners
+            self._raw.append((kind, detail, time.monotonic()))
             if self._waiting:
                 self._cond.notify_all()
-        for listener in listeners:
-            listener(event)
-        return event
+            listeners = self._listeners
+            event = self._caught_up()[-1] if listeners else None
+        if event is not None:
+            for listener in listeners:
+                listener(event)
+
+    def _caught_up(self) -> list[ClientEvent]:
+        """Every event as a ClientEvent (the lock is held)."""
+        events, raw = self._events, self._raw
+        for index in range(len(events), len(raw)):
+            kind, detail, stamp = raw[index]
+            events.append(ClientEvent(kind, detail, stamp, index))
+        return events
 
     def subscribe(self, listener: Callable[[ClientEvent], None]) -> None:
         with self._lock:
@@ -69,14 +79,14 @@ class EventLog:
 
     def events(self, kind: str | None = None) -> list[ClientEvent]:
         with self._lock:
-            return [e for e in self._events if kind is None or e.kind == kind]
+            return [e for e in self._caught_up() if kind is None or e.kind == kind]
 
     def wait_for(self, predicate: Callable[[list[ClientEvent]], bool], timeout: float) -> bool:
         """Wait until ``predicate(all events)`` holds; False on timeout."""
         with self._cond:
             self._waiting += 1
             try:
-                return self._cond.wait_for(lambda: predicate(self._events), timeout)
+                return self._cond.wait_for(lambda: predicate(self._caught_up()), timeout)
             finally:
                 self._waiting -= 1
 
