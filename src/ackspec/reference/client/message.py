@@ -10,7 +10,6 @@ read by the I/O thread afterwards.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from enum import IntEnum
 from typing import Any
@@ -29,10 +28,9 @@ DEFAULT_PRIORITY = 4
 class Message:
     """A Jakarta-Messaging-shaped message with a bytes body and string properties."""
 
-    __slots__ = ("_acknowledger", "_body", "_fields", "_lock", "_properties", "_state")
+    __slots__ = ("_acknowledger", "_body", "_fields", "_properties", "_state")
 
     def __init__(self, body: bytes | str = b"", properties: Mapping[str, str] | None = None) -> None:
-        self._lock = threading.Lock()
         self._state = "accessible"  # | "in-flight"
         self._body = body.encode() if isinstance(body, str) else bytes(body)
         self._properties: dict[str, str] = dict(properties or {})
@@ -59,8 +57,7 @@ class Message:
                 "(Jakarta Messaging 7.3.9)")
 
     def _set_in_flight(self, in_flight: bool) -> None:
-        with self._lock:
-            self._state = "in-flight" if in_flight else "accessible"
+        self._state = "in-flight" if in_flight else "accessible"  # one attribute store: atomic, no lock needed
 
     @property
     def accessible(self) -> bool:

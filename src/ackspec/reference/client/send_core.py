@@ -147,11 +147,6 @@ def classify(options: ClientOptions, *, persistent: bool, transacted: bool, asyn
     return SendKind.FIRE, confirm_handler, False
 
 
-@dataclass(slots=True)
-class _Scope:
-    incomplete: int = 0
-
-
 class SendTracker:
     """Per-connection send bookkeeping. Not thread-safe: the I/O layer holds one lock around it."""
 
@@ -166,7 +161,8 @@ class SendTracker:
         self._per_producer: dict[str, deque[PendingSend]] = {}
         self._window: deque[PendingSend] = deque()  # windowed sends awaiting the broker, in send order
         self._unconfirmed_bytes = 0
-        self._scopes: dict[str, _Scope] = {}
+        self._scopes: dict[str, int] = {}  # scope -> incomplete sends (absent: none)
+        self._scope_names: dict[tuple[str, str], tuple[str, str, str]] = {}  # (producer, session) -> its scopes
         self.ack_handler_enabled = False
 
     # -- queries ------------------------------------------------------------------------------
@@ -189,8 +185,7 @@ class SendTracker:
 
     def incomplete(self, scope: str) -> int:
         """Sends of a producer, session (``session:<id>``) or connection (``connection``) not finished."""
-        entry = self._scopes.get(scope)
-        return entry.incomplete if entry else 0
+        return self._scopes.get(scope, 0)
 
     def get(self, token: str) -> PendingSend | None:
         return self._by_token.get(token)
@@ -214,8 +209,9 @@ class SendTracker:
             self._window.append(send)
         if wants_receipt:
             self._unconfirmed_bytes += size
+        scopes = self._scopes
         for scope in self._scopes_of(send):
-            self._scopes.setdefault(scope, _Scope()).incomplete += 1
+            scopes[scope] = scopes.get(scope, 0) + 1
         return send
 
     def abandon(self, token: str) -> list[Action]:
@@ -349,20 +345,27 @@ class SendTracker:
             del self._per_producer[producer]
         return actions
 
-    @staticmethod
-    def _scopes_of(send: PendingSend) -> tuple[str, ...]:
-        return (send.producer, f"session:{send.session}", "connection")
+    def _scopes_of(self, send: PendingSend) -> tuple[str, str, str]:
+        key = (send.producer, send.session)
+        names = self._scope_names.get(key)
+        if names is None:
+            if len(self._scope_names) > 1000:  # many short-lived producers: start over rather than grow
+                self._scope_names.clear()
+            names = self._scope_names[key] = (send.producer, f"session:{send.session}", "connection")
+        return names
 
     def _finish_scopes(self, send: PendingSend) -> None:
         if send.finished:
             return
         send.finished = True
+        scopes = self._scopes
         for scope in self._scopes_of(send):
-            entry = self._scopes.get(scope)
-            if entry is not None:
-                entry.incomplete -= 1
-                if entry.incomplete <= 0:
-                    del self._scopes[scope]
+            left = scopes.get(scope)
+            if left is not None:
+                if left > 1:
+                    scopes[scope] = left - 1
+                else:
+                    del scopes[scope]
 
 
 __all__ = [
