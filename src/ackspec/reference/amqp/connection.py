@@ -153,6 +153,7 @@ class _InLink:
     caps: frozenset[str]
     coordinator: bool = False
     granted: int = 0  # credit granted in total
+    visible: int = 0  # of which the client could have seen when it sent what is being read now
     received: int = 0  # transfers received in total
 
 
@@ -190,8 +191,13 @@ class AmqpConnection:
     """
 
     def __init__(self, conn_id: str, hub: Hub, auth: Authenticator | None = None, *,
-                 on_output: Callable[[], None] | None = None, receive_window: int = RECEIVE_WINDOW) -> None:
+                 on_output: Callable[[], None] | None = None, receive_window: int = RECEIVE_WINDOW,
+                 flush_now: Callable[[], None] | None = None) -> None:
+        """``on_output``: there is output, write it soon. ``flush_now``: called between the pieces of a
+        large read, to write :meth:`data_to_send` at once, so the peer gets credit and outcomes while
+        the rest is processed instead of after it (without it, output waits for the end of the read)."""
         self.conn_id = conn_id
+        self.flush_now = flush_now
         self.receive_window = receive_window
         self.hub = hub
         self.core = hub.core
@@ -206,7 +212,7 @@ class AmqpConnection:
         self.collector = Collector()
         self.connection.collect(self.collector)
         self.transport.bind(self.connection)
-        self._engine = EnginePump(self.transport, self.collector, self._on_event, dispatch=self._dispatch)
+        self._engine = EnginePump(self.transport, self.collector, self._on_event, dispatch=self._piece)
         self.opened = False  # registered with the core
         self.finished = False  # core told about the end
         self.error: str | None = None
@@ -246,6 +252,8 @@ class AmqpConnection:
                 return
         if self._rewriter is not None:
             data = self._rewriter.feed(data)
+        for in_link in self._in_links.values():
+            in_link.visible = in_link.granted
         # proton takes at most capacity() bytes per push: feed large reads in pieces, handling
         # the events of each piece (credit is still topped up only once, after the whole read)
         # closed for input (capacity < 0) stops feeding; a full buffer (0) cannot last since each piece
@@ -291,10 +299,11 @@ class AmqpConnection:
         _link_flow(state.impl, credit)
 
     def _replenish(self) -> None:
-        """Top up the credit of links we receive on, once per batch of input.
+        """Top up the credit of links we receive on, after each piece of input.
 
-        Granting only between batches means a transfer is judged against credit the
-        client could have seen, so exceeding it is a real violation.
+        Transfers are judged against the credit granted before the read they arrived in (``visible``),
+        the credit the client could have seen, so exceeding it is a real violation even when more
+        was granted while the read was being processed.
         """
         window = self.receive_window
         for impl, state in list(self._in_links.items()):
@@ -304,6 +313,14 @@ class AmqpConnection:
             left = state.granted - state.received
             if left <= window // 2:
                 self._grant(state, window - left)
+
+    def _piece(self) -> None:
+        """Between the pieces of a large read (proton takes at most ``capacity()`` bytes at a time):
+        handle their events, top credit up and hand the output over now (``flush_now``)."""
+        self._dispatch()
+        if self.flush_now is not None:
+            self._replenish()
+            self.flush_now()
 
     def _dispatch(self) -> None:
         """Handle every collected event, on proton's C API.
@@ -411,6 +428,7 @@ class AmqpConnection:
         self._links[impl] = self._in_links[impl] = state
         link.open()
         self._grant(state, self.receive_window)
+        state.visible = state.granted
 
     def _attach_out(self, link: Link) -> None:
         remote = link.remote_source
@@ -487,8 +505,8 @@ class AmqpConnection:
             return
         impl = state.impl
         state.received += 1
-        if state.received > state.granted:
-            # more transfers than all the credit we ever granted (2.6.7): detach the link
+        if state.received > state.visible:
+            # more transfers than all the credit the client had seen (2.6.7): detach the link
             self._close_link(impl, ERR_TRANSFER_LIMIT, "transfer sent without link credit")
             return
         payload = self._recv(impl, _delivery_pending(dlv))

@@ -36,7 +36,7 @@ class AmqpProtocol(asyncio.Protocol):
         self.register = register
         self.transport: asyncio.Transport | None = None
         self.conn = AmqpConnection(f"amqp-{next(_ids)}", hub, auth, on_output=self._schedule_flush,
-                                   receive_window=receive_window)
+                                   receive_window=receive_window, flush_now=self.flush)
         self._flush_scheduled = False
         self._closing = False
 
