@@ -585,13 +585,13 @@ class StompSession:
             frame = encode(Frame(F.RECEIPT, (("receipt-id", receipt_id), *extra)), self.version)
         else:  # the common case, formatted directly
             frame = b"RECEIPT\nreceipt-id:" + escape(receipt_id, self.version).encode() + b"\n\n\x00"
-        now = self.clock()
         if not self._receipts and needs <= self.hub.synced and delay <= 0:
             self._write(frame)
             self.tracer.trace("STOMP-RECEIPT-AFTER-PROCESSING", receipt_id)
         else:
-            self._receipts.append(_Receipt(frame, needs, now + delay))
-        self._maybe_finish_disconnect()
+            self._receipts.append(_Receipt(frame, needs, self.clock() + delay))
+        if self.state is State.DISCONNECTING:
+            self._maybe_finish_disconnect()
 
     def _batch_receipt(self, receipt_id: str) -> None:
         dest = self._receipt_dest.get(receipt_id)
