@@ -120,13 +120,15 @@ class EgressDelayLine:
                 with lock:
                     queue.popleft()
                 continue
-            with lock:  # this chunk and the ones after it of the same connection that are due too
+            egress.send(data)
+            with lock:  # then the ones after it of the same connection that are due too, in one write
                 queue.popleft()
                 now = clock()
                 more = []
                 while queue and queue[0][0] <= now and queue[0][1] is egress and queue[0][2] is not None:
                     more.append(queue.popleft()[2])
-            egress.send(b"".join([data, *more]) if more else data)  # type: ignore[list-item]
+            if more:
+                egress.send(b"".join(more))  # type: ignore[arg-type]
 
 
 class _DelayedEgress:
