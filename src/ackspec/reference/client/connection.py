@@ -18,6 +18,7 @@ import contextlib
 import functools
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -143,6 +144,7 @@ class Connection:
         self._orphans: set[str] = set()
         self._scopes_of_send: dict[str, frozenset[int]] = {}
         self._classified: dict[tuple[bool, bool, bool, bool], tuple[SendKind, bool, bool]] = {}
+        self._window_quarter = max(1, options.publish_window_size // 4)
         self._ids = itertools.count(1)
         self._started = False
         self._closed = False
@@ -277,26 +279,30 @@ class Connection:
         with self._send_lock:
             with self._lock:
                 self._check_open()
-                if not self._tracker.has_room(windowed=windowed, size=size):
+                room = self._tracker.has_room(windowed=windowed, size=size)
+                if not room:
                     self.log.append("send-blocked", producer=producer, in_flight=self._tracker.window_in_flight,
                                     unconfirmed_bytes=self._tracker.unconfirmed_bytes)
-                    ok = self._cond.wait_for(
-                        lambda: self._lost is not None or self._tracker.has_room(windowed=windowed, size=size),
-                        self.options.send_timeout)
-                    self._check_open()
-                    if not ok:
-                        raise JMSError("timed out waiting for room in the publish window")
+            if not room:
+                self._await_room(windowed, size)
+            with self._lock:
+                self._check_open()
                 send = self._tracker.submit(producer=producer, session=session.id, destination=destination,
                                             kind=kind, wants_receipt=wants_receipt, windowed=windowed, size=size,
                                             ref=message, listener=listener)
                 self._scopes_of_send[send.token] = scopes
                 if listener is not None:
                     message._set_in_flight(True)
+                # coalesce frames nobody blocks on and whose receipt confirms them (one write per burst); in a
+                # publish window every quarter of it goes out at once, so the broker confirms the first ones
+                # while later ones are made, and the send that fills it too (its sender blocks next anyway)
+                flush = kind is SendKind.BLOCKING or not wants_receipt or (windowed and (
+                    self._tracker.window_in_flight % self._window_quarter == 0
+                    or self._tracker.window_in_flight >= self.options.publish_window_size))
             try:
-                # coalesce frames nobody blocks on and whose receipt confirms them (one write per burst)
                 self._wire.send(destination, body, headers, persistent=persistent,
                                 receipt=send.token if wants_receipt else None, transaction=transaction,
-                                flush=kind is SendKind.BLOCKING or not wants_receipt)
+                                flush=flush)
             except JMSError:
                 with self._lock:
                     if listener is not None:
@@ -313,6 +319,22 @@ class Connection:
         if kind is SendKind.BLOCKING:
             self._await_blocking(send)
         return send
+
+    def _await_room(self, windowed: bool, size: int) -> None:
+        """Block until the publish/confirmation window has room (Solace, Artemis). The blocked sender reads
+        the receipts that open it on its own thread first (like a blocking send), so a sender that keeps
+        a window full wakes no other thread per message; then it waits on the condition as before.
+        Called with ``_send_lock`` held: no other send can take the room meanwhile."""
+        def room() -> bool:
+            return self._lost is not None or self._tracker.has_room(windowed=windowed, size=size)
+
+        deadline = time.monotonic() + self.options.send_timeout
+        self._wire.pump_until(room, self.options.send_timeout)
+        with self._lock:
+            ok = room() or self._cond.wait_for(room, max(0.0, deadline - time.monotonic()))
+            self._check_open()
+            if not ok:
+                raise JMSError("timed out waiting for room in the publish window")
 
     def _await_blocking(self, send: PendingSend) -> None:
         self._wire.pump_until(lambda: send.released, self.options.send_timeout)  # read the receipt here
