@@ -405,6 +405,26 @@ def serve_proxy(port: int, one_way: float) -> int:
     return 0
 
 
+_SPINNER = "import os\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\nwhile True:\n    pass\n"
+
+
+@contextlib.contextmanager
+def busy_cpus():  # type: ignore[no-untyped-def]
+    """One spinner per CPU at SCHED_IDLE priority: it runs only when nothing else wants the CPU, so no
+    vCPU halts and every wake-up is a plain context switch (``--busy-cpus``)."""
+    spinners = []
+    try:
+        for cpu in sorted(os.sched_getaffinity(0)):
+            proc = subprocess.Popen([sys.executable, "-c", _SPINNER])
+            os.sched_setaffinity(proc.pid, {cpu})
+            spinners.append(proc)
+        yield
+    finally:
+        for proc in spinners:
+            proc.kill()
+            proc.wait()
+
+
 def best(repeat: int, fn: Callable[[], float]) -> float:
     """Shortest of ``repeat`` runs: the machine is shared, so the fastest run is the least disturbed."""
     return min(fn() for _ in range(repeat))
@@ -426,6 +446,7 @@ def bench(rtts_ms: list[float], windows: list[int], budget: float, repeat: int =
           line: str = "broker") -> tuple[list[Row], dict[str, Any]]:
     """Broker, client (and proxy) each run in their own process, so they do not share one GIL."""
     rows: list[Row] = []
+    load_at_start = os.getloadavg()
     bases = base_round_trips(repeat)
     base = bases[line] / 1000
     for rtt_ms in rtts_ms:
@@ -442,7 +463,8 @@ def bench(rtts_ms: list[float], windows: list[int], budget: float, repeat: int =
             rows.append(Row(rtt_ms, "async", None, 6000, best(repeat, functools.partial(run_async, url, 6000, q))))
             print(f"  RTT {rtt_ms} ms done", file=sys.stderr)
     return rows, {"delay_line": line, "base_rtt_ms": bases[line], "base_rtt_ms_by_path": bases,
-                  "broker_loop": BROKER_LOOP, "pinned": bool(HELPER_CPUS), "load_average": os.getloadavg()}
+                  "broker_loop": BROKER_LOOP, "pinned": bool(HELPER_CPUS), "load_average_at_start": load_at_start,
+                  "load_average": os.getloadavg()}
 
 
 def checks(rows: list[Row], base_ms: float) -> list[tuple[str, bool, str]]:
@@ -467,8 +489,10 @@ def checks(rows: list[Row], base_ms: float) -> list[tuple[str, bool, str]]:
 
 def table(rows: list[Row], meta: dict[str, Any]) -> str:
     bases = ", ".join(f"{k} {v:.3f} ms" for k, v in meta["base_rtt_ms_by_path"].items())
-    load = ", ".join(f"{x:.2f}" for x in meta["load_average"])
+    load = (", ".join(f"{x:.2f}" for x in meta["load_average_at_start"]) + " at the start, "
+            + ", ".join(f"{x:.2f}" for x in meta["load_average"]) + " at the end")
     pinned = "; client and broker pinned to separate CPUs" if meta["pinned"] else ""
+    pinned += "; CPUs kept out of idle (--busy-cpus, diagnostic)" if meta.get("busy_cpus") else ""
     lines = [f"delay line: {meta['delay_line']}; broker event loop: {meta['broker_loop']}{pinned}",
              f"base round trip (no added delay): {bases}; load average {load}", "",
              f"{'RTT ms':>7} {'mode':>9} {'window':>6} {'msgs':>6} {'msg/s':>10} {'1/RTT':>8} {'vs blocking':>11}"]
@@ -525,6 +549,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin", action="store_true",
                         help="pin this process (the client) to CPU 0 and the broker/proxy to the others, "
                              "as if they ran on separate hosts")
+    parser.add_argument("--busy-cpus", action="store_true",
+                        help="diagnostic: keep every CPU out of its idle state (one SCHED_IDLE spinner per CPU, the "
+                             "user-space equivalent of idle=poll), to show what waking from idle costs; not a "
+                             "configuration the checks are meant for")
     parser.add_argument("--serve-broker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--egress-delay", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--serve-proxy", nargs=2, metavar=("PORT", "ONE_WAY"), help=argparse.SUPPRESS)
@@ -545,7 +573,9 @@ def main(argv: list[str] | None = None) -> int:
         HELPER_CPUS = set(cpus[1:])
         os.sched_setaffinity(0, {cpus[0]})
     budget = 0.3 if args.quick else args.budget
-    rows, meta = bench(args.rtt, args.windows, budget, 1 if args.quick else args.repeat, args.delay_line)
+    with busy_cpus() if args.busy_cpus else contextlib.nullcontext():
+        rows, meta = bench(args.rtt, args.windows, budget, 1 if args.quick else args.repeat, args.delay_line)
+    meta["busy_cpus"] = args.busy_cpus
     base_ms = meta["base_rtt_ms"]
     print(table(rows, meta))
     print()
