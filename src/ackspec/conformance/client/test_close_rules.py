@@ -37,14 +37,50 @@ def listener_result(cut: ClientUnderTest, action: str) -> str:
     return str(results[0])
 
 
-@requirement("JMS-6.1.8-LISTENER-CLOSE-AUTO-ACK")
-def test_listener_closing_its_connection_still_acks_its_message(make_cut: MakeCut, env: Env) -> None:
+def listening(make_cut: MakeCut, env: Env, action: str,
+              *also: ClientFeature) -> tuple[ClientUnderTest, str, str]:
+    """A client whose listener (auto-ack session) does ``action`` on the one message then put on a fresh queue.
+
+    ``also``: features the test needs besides a listener, required before anything is opened. Returns the
+    client, the queue and the consumer.
+    """
     q = env.queue()
     cut = make_cut()
-    cut.require(ClientFeature.LISTENER)
-    cut.set_listener_action("close-connection")
-    cut.consumer(cut.session(ack_mode=AUTO), q, listener=True)
+    cut.require(ClientFeature.LISTENER, *also)
+    cut.set_listener_action(action)
+    c = cut.consumer(cut.session(ack_mode=AUTO), q, listener=True)
     fill(make_cut, q, 1)
+    return cut, q, c
+
+
+def settle_after_consumer_close(make_cut: MakeCut, env: Env, *, transacted: bool) -> None:
+    """Receive one message, close its consumer, then settle it (acknowledge() in a CLIENT session, else
+    commit()): the settling must still work and consume the message (JMS 3.1 8.8)."""
+    q = env.queue()
+    fill(make_cut, q, 1)
+    cut = make_cut()
+    cut.require(ClientFeature.TRANSACTIONS if transacted else ClientFeature.ACK_MODES, ClientFeature.CLOSE_CONSUMER)
+    s = cut.session(transacted=True) if transacted else cut.session(ack_mode=CLIENT)
+    c = cut.consumer(s, q)
+    message = cut.receive(c, TIMEOUT)
+    assert message is not None
+    cut.close_consumer(c)
+    what = "commit" if transacted else "acknowledge()"
+    try:
+        if transacted:
+            cut.commit(s)
+        else:
+            cut.acknowledge(message.handle)  # still allowed: the session is open
+        cut.close()
+    except CutError as exc:
+        raise AssertionError(f"{what} after the consumer's close failed: {exc}") from exc
+    effect = "did not consume it" if transacted else "had no effect"
+    assert next_on_queue(make_cut, env, q) == MARKER, f"{what} after the consumer's close {effect}"
+
+
+@requirement("JMS-6.1.8-LISTENER-CLOSE-AUTO-ACK")
+def test_listener_closing_its_connection_still_acks_its_message(make_cut: MakeCut, env: Env) -> None:
+    cut, q, _ = listening(make_cut, env, "close-connection")
     outcome = listener_result(cut, "close-connection")
     if outcome == "IllegalStateError":
         raise NotApplicable("the client refuses a listener's close of its own connection (the rule is conditional)")
@@ -55,12 +91,7 @@ def test_listener_closing_its_connection_still_acks_its_message(make_cut: MakeCu
 
 @requirement("JMS-6.2.15-LISTENER-CLOSES-OWN-SESSION")
 def test_listener_closing_its_session_fails_cleanly_or_acks(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    cut = make_cut()
-    cut.require(ClientFeature.LISTENER)
-    cut.set_listener_action("close-session")
-    cut.consumer(cut.session(ack_mode=AUTO), q, listener=True)
-    fill(make_cut, q, 1)
+    cut, q, _ = listening(make_cut, env, "close-session")
     outcome = listener_result(cut, "close-session")
     assert outcome in ("ok", "IllegalStateError"), f"neither IllegalStateError nor success: {outcome}"
     cut.events.wait_count("listener-returned", 1, TIMEOUT)
@@ -70,39 +101,12 @@ def test_listener_closing_its_session_fails_cleanly_or_acks(make_cut: MakeCut, e
 
 @requirement("JMS-8.8-CONSUMER-CLOSE-KEEPS-ACK-STATE")
 def test_client_ack_after_consumer_close(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 1)
-    cut = make_cut()
-    cut.require(ClientFeature.ACK_MODES, ClientFeature.CLOSE_CONSUMER)
-    s = cut.session(ack_mode=CLIENT)
-    c = cut.consumer(s, q)
-    message = cut.receive(c, TIMEOUT)
-    assert message is not None
-    cut.close_consumer(c)
-    try:
-        cut.acknowledge(message.handle)  # still allowed: the session is open
-        cut.close()
-    except CutError as exc:
-        raise AssertionError(f"acknowledge() after the consumer's close failed: {exc}") from exc
-    assert next_on_queue(make_cut, env, q) == MARKER, "acknowledge() after the consumer's close had no effect"
+    settle_after_consumer_close(make_cut, env, transacted=False)
 
 
 @requirement("JMS-8.8-CONSUMER-CLOSE-KEEPS-ACK-STATE")
 def test_commit_after_consumer_close(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 1)
-    cut = make_cut()
-    cut.require(ClientFeature.TRANSACTIONS, ClientFeature.CLOSE_CONSUMER)
-    s = cut.session(transacted=True)
-    c = cut.consumer(s, q)
-    assert cut.receive(c, TIMEOUT) is not None
-    cut.close_consumer(c)
-    try:
-        cut.commit(s)
-        cut.close()
-    except CutError as exc:
-        raise AssertionError(f"commit after the consumer's close failed: {exc}") from exc
-    assert next_on_queue(make_cut, env, q) == MARKER, "commit after the consumer's close did not consume it"
+    settle_after_consumer_close(make_cut, env, transacted=True)
 
 
 @requirement("JMS-8.8-CONSUMER-CLOSE-BLOCKS")
@@ -124,12 +128,7 @@ def test_close_ends_a_blocked_receive(make_cut: MakeCut, env: Env) -> None:
 
 @requirement("JMS-8.8-CONSUMER-CLOSE-BLOCKS")
 def test_close_waits_for_a_running_listener(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    cut = make_cut()
-    cut.require(ClientFeature.LISTENER, ClientFeature.CLOSE_CONSUMER)
-    cut.set_listener_action("block")
-    c = cut.consumer(cut.session(), q, listener=True)
-    fill(make_cut, q, 1)
+    cut, _, c = listening(make_cut, env, "block", ClientFeature.CLOSE_CONSUMER)
     cut.events.wait_count("listener-blocked", 1, TIMEOUT)
     closing = env.background(lambda: cut.close_consumer(c))
     assert closing.wait_parked(TIMEOUT), "close neither returned nor waited"
@@ -141,12 +140,7 @@ def test_close_waits_for_a_running_listener(make_cut: MakeCut, env: Env) -> None
 
 @requirement("JMS-8.8-CONSUMER-CLOSE-BLOCKS")
 def test_listener_closing_its_own_consumer_completes(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    cut = make_cut()
-    cut.require(ClientFeature.LISTENER)
-    cut.set_listener_action("close-consumer")
-    cut.consumer(cut.session(), q, listener=True)
-    fill(make_cut, q, 1)
+    cut, _, _ = listening(make_cut, env, "close-consumer")
     assert listener_result(cut, "close-consumer") == "ok", "a listener closing its own consumer must succeed"
     cut.events.wait_count("listener-returned", 1, TIMEOUT)
 
