@@ -81,6 +81,7 @@ from proton import (
     Event,
     Link,
     Message,
+    Session,
     Terminus,
     symbol,
     uint,
@@ -101,6 +102,7 @@ from ackspec.adapters.base import (
     NotSupported,
     SendResult,
 )
+from ackspec.adapters.embedded import EmbeddedBrokerControls
 from ackspec.adapters.settings import STOMP_STANDARD_CAPABILITIES, TargetSettings
 from ackspec.history import PRODUCER_HEADER, SEQ_HEADER, Recorder
 from ackspec.reference.amqp.pump import EnginePump, Fed, client_engine
@@ -479,6 +481,42 @@ class ProtonClient(Client):
             raise AdapterError(f"{what}: session ended by the peer: {self.session_error}")
         self.wire.check()
 
+    # -- links ------------------------------------------------------------------------------
+
+    def _sender_link(self, destination: str, kind: str) -> Link:
+        """A new sender link (not yet open) to ``destination``, named ``ackspec-...-<kind><n>``."""
+        address, capability = self.opts.terminus(destination)
+        name = f"ackspec-{self.process}-{self._uid}-{kind}{next(self._names)}"
+        link = self.session.sender(name)
+        link.target.address = address
+        if capability:
+            link.target.capabilities.put_object(symbol(capability))
+        link.source.address = name
+        return link
+
+    def _coordinator_link(self, session: Session, kind: str) -> Link:
+        """A new sender link (not yet open) to a transaction coordinator (local transactions) on ``session``."""
+        name = f"ackspec-{self.process}-{self._uid}-{kind}{next(self._names)}"
+        link = session.sender(name)
+        link.source.address = name
+        link.target.type = Terminus.COORDINATOR
+        link.target.capabilities.put_object(symbol("amqp:local-transactions"))
+        return link
+
+    def _attach(self, link: Link, what: str) -> None:
+        """Open ``link`` on this client's session and wait for the peer's answering attach (or detach), or the
+        end of the session."""
+        link.open()
+        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED))
+                       or self.session_error is not None, self.timeout, f"attach of {what}")
+
+    def _refusal(self, link: Link, what: str, default: str) -> str:
+        """Why the peer refused ``link`` (closed it, or answered with no terminus): the error of its detach,
+        once that came, else ``default``."""
+        self.wire.wait(lambda: link.name in self._link_errors or bool(link.state & Endpoint.REMOTE_CLOSED),
+                       self.timeout, f"refusal of {what}")
+        return self._link_errors.get(link.name, default)
+
     def _top_up(self, sub: _Subscription) -> None:
         """Keep held deliveries + outstanding credit == prefetch (credit = prefetch)."""
         if sub.manual:
@@ -516,15 +554,12 @@ class ProtonClient(Client):
                             settle_second=False, manual=manual)
         self._subs[name] = sub
         self._by_link[name] = sub
-        link.open()
-        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED))
-                       or self.session_error is not None, self.timeout, f"attach of receiver {name}")
+        self._attach(link, f"receiver {name}")
         if self.session_error is not None:
             raise AdapterError(f"subscribe to {destination}: session ended by the peer: {self.session_error}")
         if link.state & Endpoint.REMOTE_CLOSED or link.remote_source.address is None:
-            self.wire.wait(lambda: name in self._link_errors or bool(link.state & Endpoint.REMOTE_CLOSED),
-                           self.timeout, f"refusal of receiver {name}")
-            raise AdapterError(f"subscribe to {destination} refused: {self._link_errors.get(name, 'no source')}")
+            refused = self._refusal(link, f"receiver {name}", "no source")
+            raise AdapterError(f"subscribe to {destination} refused: {refused}")
         sub.settle_second = second and link.remote_rcv_settle_mode == Link.RCV_SECOND
         if manual and credit > 0:
             sub.granted += credit
@@ -552,24 +587,15 @@ class ProtonClient(Client):
         link = self._senders.get(destination)
         if link is not None and not link.state & Endpoint.REMOTE_CLOSED:
             return link
-        address, capability = self.opts.terminus(destination)
-        name = f"ackspec-{self.process}-{self._uid}-s{next(self._names)}"
-        link = self.session.sender(name)
-        link.target.address = address
-        if capability:
-            link.target.capabilities.put_object(symbol(capability))
-        link.source.address = name
+        link = self._sender_link(destination, "s")
         link.snd_settle_mode = Link.SND_MIXED
-        link.open()
         self._senders[destination] = link
-        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED))
-                       or self.session_error is not None, self.timeout, f"attach of sender {name}")
-        self._check_link(link, f"attach of sender {name}")
+        self._attach(link, f"sender {link.name}")
+        self._check_link(link, f"attach of sender {link.name}")
         if link.state & Endpoint.REMOTE_CLOSED or link.remote_target.address is None:
-            self.wire.wait(lambda: name in self._link_errors or bool(link.state & Endpoint.REMOTE_CLOSED),
-                           self.timeout, f"refusal of sender {name}")
+            refused = self._refusal(link, f"sender {link.name}", "no target")
             self._senders.pop(destination, None)
-            raise AdapterError(f"sending to {destination} refused: {self._link_errors.get(name, 'no target')}")
+            raise AdapterError(f"sending to {destination} refused: {refused}")
         return link
 
     def _send(self, destination: str, body: bytes, headers: dict[str, str], persistent: bool, confirm: bool,
@@ -786,11 +812,8 @@ class ProtonClient(Client):
             return
         side = self.wire.conn.session()
         side.open()
-        name = f"ackspec-{self.process}-{self._uid}-txnprobe{next(self._names)}"
-        probe = side.sender(name)
-        probe.source.address = name
-        probe.target.type = Terminus.COORDINATOR
-        probe.target.capabilities.put_object(symbol("amqp:local-transactions"))
+        probe = self._coordinator_link(side, "txnprobe")
+        name = probe.name
         probe.open()
         self.wire.wait(lambda: bool(probe.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED))
                        or side in self._side_session_errors, self.timeout, "attach of a probe coordinator")
@@ -812,15 +835,10 @@ class ProtonClient(Client):
         coord = self._coordinator
         if coord is None or coord.state & Endpoint.REMOTE_CLOSED:
             self._probe_coordinator()
-            name = f"ackspec-{self.process}-{self._uid}-txn{next(self._names)}"
-            coord = self.session.sender(name)
-            coord.source.address = name
-            coord.target.type = Terminus.COORDINATOR
-            coord.target.capabilities.put_object(symbol("amqp:local-transactions"))
-            coord.open()
+            coord = self._coordinator_link(self.session, "txn")
+            name = coord.name
             self._coordinator = coord
-            self.wire.wait(lambda: bool(coord.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED))
-                           or self.session_error is not None, self.timeout, "attach of the transaction coordinator")
+            self._attach(coord, "the transaction coordinator")
             if self.session_error is not None:
                 self._coordinator = None
                 raise NotSupported(Capability.TRANSACTIONS, f"coordinator refused: {self.session_error}")
@@ -920,16 +938,8 @@ class ProtonClient(Client):
         Frames the broker sent before answering the attach (transfers, flows) have been
         read once this returns. Nothing is published.
         """
-        address, capability = self.opts.terminus(destination)
-        name = f"ackspec-{self.process}-{self._uid}-rt{next(self._names)}"
-        link = self.session.sender(name)
-        link.target.address = address
-        if capability:
-            link.target.capabilities.put_object(symbol(capability))
-        link.source.address = name
-        link.open()
-        self.wire.wait(lambda: bool(link.state & (Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED))
-                       or self.session_error is not None, self.timeout, f"attach of barrier link {name}")
+        link = self._sender_link(destination, "rt")
+        self._attach(link, f"barrier link {link.name}")
         self._check_link(link, "round trip")
         link.close()  # not waited for: RabbitMQ 3.10 does not always answer a detach
         self.wire.flush()
@@ -1100,7 +1110,7 @@ class ProtonAdapter(Adapter):
         return ProtonClient(self, process, self.options)
 
 
-class ReferenceProtonAdapter(ProtonAdapter):
+class ReferenceProtonAdapter(EmbeddedBrokerControls, ProtonAdapter):
     """The proton driver against the embedded reference broker's AMQP listener (``reference+amqp://``).
 
     Adds what only an in-process target allows: restarting the broker on its journal
@@ -1122,17 +1132,6 @@ class ReferenceProtonAdapter(ProtonAdapter):
         self.url = url
         self._caps = self._caps | {Capability.BROKER_RESTART, Capability.FAULT_INJECTION}
 
-    @property
-    def faults(self) -> Any:
-        return self.broker.faults
-
-    def restart_broker(self, *, crash: bool = False) -> None:
-        """Stop the broker (connections dropped) and start it again on its journal (same AMQP port).
-
-        ``crash=True`` is a power loss: journal writes no completed fsync covered are lost.
-        """
-        self.broker.restart(crash=crash)
-
     def set_receive_window(self, credit: int) -> int:
         """Credit the broker grants a sender link of a *new* connection (and tops up to); returns the old value."""
         listener = getattr(getattr(self.broker, "server", None), "amqp_listener", None)
@@ -1141,13 +1140,6 @@ class ReferenceProtonAdapter(ProtonAdapter):
         old = int(listener.receive_window)
         listener.receive_window = credit
         return old
-
-    def slow_fsync(self, seconds: float) -> None:
-        """Make every journal fsync take ``seconds`` longer (a slow disk) until the next restart or 0."""
-        journal = getattr(getattr(self.broker, "server", None), "journal", None)
-        if journal is None:
-            raise NotSupported(Capability.PERSISTENCE, "the embedded broker has no journal")
-        journal.sync_delay = seconds
 
 
 __all__ = ["ALL_CAPABILITIES", "AmqpOptions", "DrainResult", "LinkModes", "ProtonAdapter", "ProtonClient",

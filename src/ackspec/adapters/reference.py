@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ackspec.adapters.base import Capability
+from ackspec.adapters.embedded import EmbeddedBrokerControls
 from ackspec.adapters.settings import TargetSettings
 from ackspec.adapters.stomp_py import StompPyAdapter
 from ackspec.history import Recorder
@@ -70,7 +71,7 @@ def _construct(cls: Any, data_dir: Path, options: dict[str, Any]) -> Any:
     return cls(**options)
 
 
-class ReferenceAdapter(StompPyAdapter):
+class ReferenceAdapter(EmbeddedBrokerControls, StompPyAdapter):
     """stomp.py against the in-process reference broker, plus restart and fault injection."""
 
     name = "reference"
@@ -85,24 +86,7 @@ class ReferenceAdapter(StompPyAdapter):
         super().__init__(broker.stomp_url, recorder, timeout=timeout, settings=base)
         self.url = url
 
-    @property
-    def faults(self) -> Any:
-        return self.broker.faults
-
     def restart_broker(self, *, crash: bool = False) -> None:
-        """Stop the broker (connections dropped abruptly) and start it again on its journal.
-
-        ``crash=True`` is a power loss: journal writes no completed fsync covered are lost.
-        """
-        self.broker.restart(crash=crash)
+        """Restart as :class:`EmbeddedBrokerControls` does, then take the broker's STOMP URL afresh."""
+        super().restart_broker(crash=crash)
         self.settings = TargetSettings.from_url(self.broker.stomp_url, self.settings)
-
-    def slow_fsync(self, seconds: float) -> None:
-        """Make every journal fsync take ``seconds`` longer (a slow disk) until the next restart or 0."""
-        server = getattr(self.broker, "server", None)
-        journal = getattr(server, "journal", None)
-        if journal is None:
-            from ackspec.adapters.base import NotSupported  # noqa: PLC0415
-
-            raise NotSupported(Capability.PERSISTENCE, "the embedded broker has no journal")
-        journal.sync_delay = seconds
