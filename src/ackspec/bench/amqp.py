@@ -28,21 +28,19 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from cproton_ffi import ffi, lib  # type: ignore[import-not-found]
 from proton import Connection, Endpoint, Event, Link, Message, Transport, symbol
 
-from ackspec.bench.targets import _free_port
+from ackspec.bench.report import Cell
+from ackspec.bench.runner import take_turns
+from ackspec.bench.targets import _free_port, broker_process
 from ackspec.brokers import BROKERS
 from ackspec.errors import AckspecError
 from ackspec.reference.amqp.pump import EnginePump, Fed, client_engine
@@ -293,48 +291,44 @@ def _queue(tag: str) -> str:
     return f"ackspec-bench-amqp-{tag}-{uuid.uuid4().hex[:10]}"
 
 
-def presettled_send(ep: AmqpEndpoint, n: int, body: bytes) -> float:
+@contextlib.contextmanager
+def _sending_to_fresh_queue(ep: AmqpEndpoint, tag: str) -> Iterator[tuple[BenchConnection, str, Link]]:
+    """A connection to ``ep``, a fresh queue named after ``tag`` and a sender link to it; closed on exit."""
     c = BenchConnection(ep)
     try:
-        queue = _queue("presettled")
-        link = c.sender(queue)
+        queue = _queue(tag)
+        yield c, queue, c.sender(queue)
+    finally:
+        c.close()
+
+
+def presettled_send(ep: AmqpEndpoint, n: int, body: bytes) -> float:
+    with _sending_to_fresh_queue(ep, "presettled") as (c, queue, link):
         payload = _encoded(body)
         t0 = time.perf_counter()
         _send(c, link, payload, n, settled=True, window=0)
         _barrier(c, link, payload)
         elapsed = time.perf_counter() - t0
         _consume(c, queue, n + 1, CREDIT)  # what arrived (pre-settled may lose: then this times out loudly)
-    finally:
-        c.close()
     return n / elapsed
 
 
 def unsettled_window(ep: AmqpEndpoint, n: int, body: bytes) -> float:
-    c = BenchConnection(ep)
-    try:
-        queue = _queue("window")
-        link = c.sender(queue)
+    with _sending_to_fresh_queue(ep, "window") as (c, queue, link):
         payload = _encoded(body)
         t0 = time.perf_counter()
         _send(c, link, payload, n, settled=False, window=WINDOW)
         elapsed = time.perf_counter() - t0
         _consume(c, queue, n, CREDIT)
-    finally:
-        c.close()
     return n / elapsed
 
 
 def consume_credit(ep: AmqpEndpoint, n: int, body: bytes) -> float:
-    c = BenchConnection(ep)
-    try:
-        queue = _queue("consume")
-        link = c.sender(queue)
+    with _sending_to_fresh_queue(ep, "consume") as (c, queue, link):
         _send(c, link, _encoded(body), n, settled=False, window=WINDOW)
         t0 = time.perf_counter()
         _consume(c, queue, n, CREDIT)
         elapsed = time.perf_counter() - t0
-    finally:
-        c.close()
     return n / elapsed
 
 
@@ -354,22 +348,12 @@ SCENARIOS: tuple[AmqpScenario, ...] = (
 
 
 @dataclass
-class AmqpCell:
-    runs: list[float] = field(default_factory=list)
-    error: str | None = None
-
-    @property
-    def median(self) -> float | None:
-        return statistics.median(self.runs) if self.runs else None
-
-
-@dataclass
 class AmqpBench:
     targets: list[str]
     messages: int
     repetitions: int
     body_bytes: int
-    cells: dict[tuple[str, str], AmqpCell] = field(default_factory=dict)
+    cells: dict[tuple[str, str], Cell] = field(default_factory=dict)
 
     def ratio(self, scenario: str) -> tuple[float, str] | None:
         """reference msg/s over the faster real broker's, and which broker that was."""
@@ -411,34 +395,22 @@ def _endpoint(label: str, port: int | None = None) -> AmqpEndpoint:
 def reference_broker() -> Iterator[AmqpEndpoint]:
     """The reference broker in a subprocess with its AMQP listener (journal in a temporary directory)."""
     stomp, amqp = _free_port(), _free_port()
-    with tempfile.TemporaryDirectory(prefix="ackspec-bench-amqp-") as data:
-        log_path = Path(data) / "broker.log"
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "ackspec", "broker", "--stomp", f"127.0.0.1:{stomp}",
-                                     "--amqp", f"127.0.0.1:{amqp}", "--data", str(Path(data) / "d")],
-                                    stdout=log, stderr=subprocess.STDOUT)
+    listeners = ("--stomp", f"127.0.0.1:{stomp}", "--amqp", f"127.0.0.1:{amqp}")
+    with broker_process("ackspec-bench-amqp-", *listeners) as (proc, log_path):
+        ep = _endpoint("reference", amqp)
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                raise AckspecError(f"bench: the reference broker exited ({proc.returncode}): "
+                                   f"{log_path.read_text(errors='replace')[-300:]}")
             try:
-                ep = _endpoint("reference", amqp)
-                deadline = time.monotonic() + 30
-                while True:
-                    if proc.poll() is not None:
-                        raise AckspecError(f"bench: the reference broker exited ({proc.returncode}): "
-                                           f"{log_path.read_text(errors='replace')[-300:]}")
-                    try:
-                        BenchConnection(ep, timeout=2).close()
-                        break
-                    except AckspecError:
-                        if time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.1)
-                yield ep
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                BenchConnection(ep, timeout=2).close()
+                break
+            except AckspecError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield ep
 
 
 def client_ceiling(n: int, body: bytes) -> float:
@@ -484,23 +456,12 @@ def run_amqp_bench(targets: Sequence[str], *, messages: int, repetitions: int, b
                 endpoints.pop(label, None)
                 progress(f"bench: {label}: {exc}")
                 for s in SCENARIOS:
-                    result.cells[(s.name, label)] = AmqpCell(error=str(exc))
+                    result.cells[(s.name, label)] = Cell(s.name, label, 0, error=str(exc))
         for s in SCENARIOS:
-            for label in endpoints:
-                result.cells[(s.name, label)] = AmqpCell()
-            for rep in range(repetitions):
-                for label, ep in endpoints.items():
-                    cell = result.cells[(s.name, label)]
-                    if cell.error:
-                        continue
-                    try:
-                        rate = s.run(ep, messages, body)
-                    except (AckspecError, OSError) as exc:
-                        cell.error = str(exc)
-                        progress(f"bench: {label:<10} {s.name:<22} run {rep + 1}: ERROR {exc}")
-                        continue
-                    cell.runs.append(rate)
-                    progress(f"bench: {label:<10} {s.name:<22} run {rep + 1}/{repetitions}: {rate:,.0f} msg/s")
+            cells = {label: Cell(s.name, label, messages) for label in endpoints}
+            for label, cell in cells.items():
+                result.cells[(s.name, label)] = cell
+            take_turns(cells, endpoints, s.run, body, repetitions, progress, name_width=22)
     return result
 
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from ackspec.bench.client import Endpoint
 from ackspec.bench.report import BenchResult, Cell
 from ackspec.bench.scenarios import SCENARIOS, Scenario
 from ackspec.bench.targets import TargetSpec, running_target
 from ackspec.errors import AckspecError
+
+E = TypeVar("E")
+"""An endpoint, STOMP or AMQP: whatever a scenario's ``run`` takes."""
 
 
 def _stderr(line: str) -> None:
@@ -48,18 +52,28 @@ def run_bench(
             cells = {label: Cell(scenario.name, label, n) for label in endpoints}
             for label, cell in cells.items():
                 result.cells[(scenario.name, label)] = cell
-            for rep in range(repetitions):
-                for label, endpoint in endpoints.items():
-                    cell = cells[label]
-                    if cell.error is not None:
-                        continue
-                    try:
-                        rate = scenario.run(endpoint, n, body)
-                    except (AckspecError, OSError) as exc:
-                        cell.error = str(exc)
-                        progress(f"bench: {label:<10} {scenario.name:<26} run {rep + 1}: ERROR {exc}")
-                        continue
-                    cell.runs.append(rate)
-                    progress(f"bench: {label:<10} {scenario.name:<26} run {rep + 1}/{repetitions}: "
-                             f"{rate:,.0f} msg/s ({n} messages)")
+            take_turns(cells, endpoints, scenario.run, body, repetitions, progress)
     return result
+
+
+def take_turns(cells: Mapping[str, Cell], endpoints: Mapping[str, E], run: Callable[[E, int, bytes], float],
+               body: bytes, repetitions: int, progress: Callable[[str], None], *, name_width: int = 26) -> None:
+    """Measure one scenario: in each repetition every target in turn runs it once, ``run(endpoint,
+    cell.messages, body)`` giving msg/s into its cell.
+
+    A failure is recorded as the error of that target's cell and ends its runs, not the others'."""
+    for rep in range(repetitions):
+        for label, endpoint in endpoints.items():
+            cell = cells[label]
+            if cell.error is not None:
+                continue
+            name = f"{cell.scenario:<{name_width}}"
+            try:
+                rate = run(endpoint, cell.messages, body)
+            except (AckspecError, OSError) as exc:
+                cell.error = str(exc)
+                progress(f"bench: {label:<10} {name} run {rep + 1}: ERROR {exc}")
+                continue
+            cell.runs.append(rate)
+            progress(f"bench: {label:<10} {name} run {rep + 1}/{repetitions}: "
+                     f"{rate:,.0f} msg/s ({cell.messages} messages)")

@@ -108,23 +108,29 @@ def running_target(spec: TargetSpec) -> Iterator[Endpoint]:
     if not reference_available():
         raise AckspecError("bench: 'ackspec broker' is not available in this installation")
     port = _free_port()
-    with tempfile.TemporaryDirectory(prefix="ackspec-bench-ref-") as data:
+    with broker_process("ackspec-bench-ref-", "--stomp", f"127.0.0.1:{port}") as (process, log_path):
+        endpoint = Endpoint("127.0.0.1", port, "admin", "admin", "127.0.0.1")
+        try:
+            _wait_ready(endpoint, process, 30.0)
+        except AckspecError as exc:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
+            raise AckspecError(f"{exc}; log: {' | '.join(tail)}") from exc
+        yield endpoint
+
+
+@contextlib.contextmanager
+def broker_process(prefix: str, *listeners: str) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """``ackspec broker`` with ``listeners`` (``--stomp 127.0.0.1:PORT``, ``--amqp ...``) in a subprocess, its
+    journal in a temporary directory named ``prefix...``; yields the process and its log file. On exit the
+    broker is terminated (killed if it has not gone after 10 s) and the directory removed."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as data:
         log_path = Path(data) / "broker.log"
         with log_path.open("wb") as log:
-            command = [sys.executable, "-m", "ackspec", "broker", "--stomp", f"127.0.0.1:{port}",
-                       "--data", str(Path(data) / "d")]
-            process = subprocess.Popen(
-                command,
-                stdout=log, stderr=subprocess.STDOUT,
-            )
+            process = subprocess.Popen([sys.executable, "-m", "ackspec", "broker", *listeners,
+                                        "--data", str(Path(data) / "d")],
+                                       stdout=log, stderr=subprocess.STDOUT)
             try:
-                endpoint = Endpoint("127.0.0.1", port, "admin", "admin", "127.0.0.1")
-                try:
-                    _wait_ready(endpoint, process, 30.0)
-                except AckspecError as exc:
-                    tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
-                    raise AckspecError(f"{exc}; log: {' | '.join(tail)}") from exc
-                yield endpoint
+                yield process, log_path
             finally:
                 process.terminate()
                 try:
