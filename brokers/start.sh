@@ -77,24 +77,35 @@ EOF
   echo $! >"$(pid_file rabbitmq)"
 }
 
-start_activemq() {
-  [[ -f /usr/share/activemq/bin/activemq.jar ]] || die "activemq: not installed; run brokers/install.sh activemq"
+# write_activemq_xml BROKER_NAME EXTRA_XML NAME=URI...: $run/conf/activemq.xml for ActiveMQ Classic (5 and 6):
+# persistent (KahaDB under $run/data), no JMX, no scheduler, EXTRA_XML (whole lines) after the persistence
+# adapter, and one transport connector per NAME=URI.
+write_activemq_xml() {
+  local broker="$1" extra="$2" connectors="" connector
+  shift 2
+  for connector in "$@"; do
+    connectors+="      <transportConnector name=\"${connector%%=*}\" uri=\"${connector#*=}\"/>"$'\n'
+  done
   mkdir -p "$run/conf" "$run/data"
   cat >"$run/conf/activemq.xml" <<EOF
 <beans xmlns="http://www.springframework.org/schema/beans"
        xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
        xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans.xsd
                            http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
-  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="ackspec-activemq" useJmx="false"
+  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="$broker" useJmx="false"
           dataDirectory="$run/data" persistent="true" schedulerSupport="false">
     <persistenceAdapter><kahaDB directory="$run/data/kahadb"/></persistenceAdapter>
-    <transportConnectors>
-      <transportConnector name="openwire" uri="tcp://127.0.0.1:$ACTIVEMQ_OPENWIRE_PORT"/>
-      <transportConnector name="stomp" uri="stomp://127.0.0.1:$ACTIVEMQ_STOMP_PORT"/>
-    </transportConnectors>
+${extra}    <transportConnectors>
+${connectors}    </transportConnectors>
   </broker>
 </beans>
 EOF
+}
+
+start_activemq() {
+  [[ -f /usr/share/activemq/bin/activemq.jar ]] || die "activemq: not installed; run brokers/install.sh activemq"
+  write_activemq_xml ackspec-activemq "" \
+    "openwire=tcp://127.0.0.1:$ACTIVEMQ_OPENWIRE_PORT" "stomp=stomp://127.0.0.1:$ACTIVEMQ_STOMP_PORT"
   # Debian's build logs through log4j 1.2.
   cat >"$run/conf/log4j.properties" <<EOF
 log4j.rootLogger=INFO, logfile
@@ -150,32 +161,20 @@ PY
   echo $! >"$(pid_file artemis)"
 }
 
-start_activemq6() {
-  local home="$DIST_HOME/activemq6-$ACTIVEMQ6_VERSION"
-  [[ -f "$home/.complete" ]] || die "activemq6: $ACTIVEMQ6_VERSION not installed; run brokers/install.sh activemq6"
-  mkdir -p "$run/conf" "$run/data"
-  # No web console, no JMX: the broker alone, STOMP + AMQP + OpenWire on loopback.
-  cat >"$run/conf/activemq.xml" <<EOF
-<beans xmlns="http://www.springframework.org/schema/beans"
-       xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
-       xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans.xsd
-                           http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
-  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="ackspec-activemq6" useJmx="false"
-          dataDirectory="$run/data" persistent="true" schedulerSupport="false">
-    <persistenceAdapter><kahaDB directory="$run/data/kahadb"/></persistenceAdapter>
-    <systemUsage><systemUsage>
+# No web console, no JMX: the broker alone, STOMP + AMQP + OpenWire on loopback.
+ACTIVEMQ6_SYSTEM_USAGE='    <systemUsage><systemUsage>
       <memoryUsage><memoryUsage percentOfJvmHeap="70"/></memoryUsage>
       <storeUsage><storeUsage limit="4 gb"/></storeUsage>
       <tempUsage><tempUsage limit="1 gb"/></tempUsage>
     </systemUsage></systemUsage>
-    <transportConnectors>
-      <transportConnector name="openwire" uri="tcp://127.0.0.1:$ACTIVEMQ6_OPENWIRE_PORT"/>
-      <transportConnector name="stomp" uri="stomp://127.0.0.1:$ACTIVEMQ6_STOMP_PORT"/>
-      <transportConnector name="amqp" uri="amqp://127.0.0.1:$ACTIVEMQ6_AMQP_PORT"/>
-    </transportConnectors>
-  </broker>
-</beans>
-EOF
+'
+
+start_activemq6() {
+  local home="$DIST_HOME/activemq6-$ACTIVEMQ6_VERSION"
+  [[ -f "$home/.complete" ]] || die "activemq6: $ACTIVEMQ6_VERSION not installed; run brokers/install.sh activemq6"
+  write_activemq_xml ackspec-activemq6 "$ACTIVEMQ6_SYSTEM_USAGE" \
+    "openwire=tcp://127.0.0.1:$ACTIVEMQ6_OPENWIRE_PORT" "stomp=stomp://127.0.0.1:$ACTIVEMQ6_STOMP_PORT" \
+    "amqp=amqp://127.0.0.1:$ACTIVEMQ6_AMQP_PORT"
   cat >"$run/conf/log4j2.properties" <<EOF
 rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = file
