@@ -109,28 +109,29 @@ class QueueModel:
     def subscribed(self, sub: str, ack: AckMode) -> None:
         self.subs[sub] = _Sub(ack)
 
-    def acked(self, sub: str, seq: int) -> None:
-        """An ACK (confirmed) of ``seq`` on ``sub``: cumulative in client mode."""
+    def _settle(self, sub: str, seq: int) -> list[int]:
+        """The held messages an ACK or NACK of ``seq`` on ``sub`` covers (cumulative in client mode; none when
+        ``seq`` is not held), which ``sub`` holds no more."""
         s = self.subs[sub]
         if seq not in s.held:
-            return
+            return []
         covered = s.held[: s.held.index(seq) + 1] if s.ack is AckMode.CLIENT else [seq]
         for other in covered:
+            s.held.remove(other)
+        return covered
+
+    def acked(self, sub: str, seq: int) -> None:
+        """An ACK (confirmed) of ``seq`` on ``sub``: cumulative in client mode."""
+        for other in self._settle(sub, seq):
             m = self.messages[other]
             m.state, m.holder = State.CONSUMED, None
             m.consumed_by = DUPLICATE_AFTER_ACK if other == seq else DUPLICATE_AFTER_CUMULATIVE_ACK
-            s.held.remove(other)
 
     def nacked(self, sub: str, seq: int) -> None:
         """A NACK: what follows is the broker's choice (STOMP-NACK-NOT-CONSUMED is UNDEF)."""
-        s = self.subs[sub]
-        if seq not in s.held:
-            return
-        covered = s.held[: s.held.index(seq) + 1] if s.ack is AckMode.CLIENT else [seq]
-        for other in covered:
+        for other in self._settle(sub, seq):
             m = self.messages[other]
             m.state, m.holder = State.MAYBE, None
-            s.held.remove(other)
 
     def tx_acks_aborted(self, sub: str, seqs: Iterable[int]) -> None:
         """ACKs in an aborted transaction: the messages stay held (STOMP-TX-ABORT-ACKS-UNDONE)."""
