@@ -8,43 +8,18 @@ what makes a receipt sent before its fsync (the ``early-receipt`` mutant) observ
 
 from __future__ import annotations
 
-import socket
-import time
 from pathlib import Path
 
 from ackspec.reference.broker.records import Removed
 from ackspec.reference.journal import Journal
 from ackspec.reference.server import EmbeddedBroker
-from ackspec.reference.stomp.codec import FrameParser, encode
-from ackspec.reference.stomp.frames import Frame
 
 from ._req import requirement
-
-
-class Raw:
-    def __init__(self, b: EmbeddedBroker) -> None:
-        self.sock = socket.create_connection(b.stomp_address, timeout=5)
-        self.parser = FrameParser()
-        self.pending: list[Frame] = []
-        self.send("CONNECT", b"", **{"accept-version": "1.2", "host": "/"})
-        assert self.recv().command == "CONNECTED"
-
-    def send(self, command: str, body: bytes = b"", **headers: str) -> None:
-        self.sock.sendall(encode(Frame(command, tuple(headers.items()), body)))
-
-    def recv(self, timeout: float = 5.0) -> Frame:
-        deadline = time.monotonic() + timeout
-        while not self.pending:
-            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
-            data = self.sock.recv(65536)
-            if not data:
-                raise EOFError("connection closed")
-            self.pending += [f for f in self.parser.feed(data) if isinstance(f, Frame)]
-        return self.pending.pop(0)
+from .raw_stomp import Raw
 
 
 def _bodies_after_restart(b: EmbeddedBroker, destination: str) -> list[bytes]:
-    c = Raw(b)
+    c = Raw(b).connect()
     c.send("SUBSCRIBE", destination=destination, id="1")
     c.send("SEND", b"marker", destination=destination)
     got = []
@@ -74,7 +49,7 @@ def test_receipted_persistent_send_survives_a_crash() -> None:
     with EmbeddedBroker() as b:
         assert b.server is not None and b.server.journal is not None
         b.server.journal.sync_delay = 0.2  # a slow disk: the receipt must still wait for it
-        p = Raw(b)
+        p = Raw(b).connect()
         p.send("SEND", b"kept", destination="/queue/crash1", persistent="true", receipt="r1")
         assert p.recv().get("receipt-id") == "r1"
         b.restart(crash=True)
@@ -89,7 +64,7 @@ def test_crash_loses_what_no_fsync_covered() -> None:
             assert b.server is not None and b.server.journal is not None
             b.faults.enable_mutant("early-receipt")
             b.server.journal.sync_delay = 0.5
-            p = Raw(b)
+            p = Raw(b).connect()
             p.send("SEND", b"x", destination="/queue/crash2", persistent="true", receipt="r1")
             assert p.recv().get("receipt-id") == "r1"  # receipted at once, the fsync still pending
             b.restart(crash=crash)
