@@ -68,21 +68,23 @@ def test_queued_before_subscribe_and_fifo(core: BrokerCore) -> None:
     assert bodies(core.subscribe("c1", "s", "q")) == [b"0", b"1", b"2"]
 
 
-def test_client_ack_cumulative(core: BrokerCore) -> None:
-    core.subscribe("c1", "s", "/queue/a", ack=AckMode.CLIENT)
+def settle_middle_of_three(core: BrokerCore, ack: AckMode) -> list[Deliver]:
+    """Three messages delivered to subscription ``s`` of ``c1`` in ``ack`` mode, the middle one then settled."""
+    core.subscribe("c1", "s", "/queue/a", ack=ack)
     ds = []
     for i in range(3):
         ds += delivers(core.publish("p", "/queue/a", b"%d" % i))
     core.settle("c1", ds[1].delivery_id)
+    return ds
+
+
+def test_client_ack_cumulative(core: BrokerCore) -> None:
+    ds = settle_middle_of_three(core, AckMode.CLIENT)
     assert core.unacked("c1", "s") == [ds[2].delivery_id]
 
 
 def test_client_individual_not_cumulative(core: BrokerCore) -> None:
-    core.subscribe("c1", "s", "/queue/a", ack=AckMode.CLIENT_INDIVIDUAL)
-    ds = []
-    for i in range(3):
-        ds += delivers(core.publish("p", "/queue/a", b"%d" % i))
-    core.settle("c1", ds[1].delivery_id)
+    ds = settle_middle_of_three(core, AckMode.CLIENT_INDIVIDUAL)
     assert core.unacked("c1", "s") == [ds[0].delivery_id, ds[2].delivery_id]
 
 
