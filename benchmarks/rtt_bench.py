@@ -475,7 +475,7 @@ def checks(rows: list[Row], base_ms: float) -> list[tuple[str, bool, str]]:
         ratio = row.rate / bound
         out.append((f"blocking at RTT {row.rtt_ms} ms within 20% of 1/RTT = {bound:,.0f}/s",
                     0.8 <= ratio <= 1.2,
-                    f"{row.rate:,.0f}/s = {ratio:.0%} of 1/RTT "
+                    f"{row.rate:,.1f}/s = {ratio:.1%} of 1/RTT "
                     f"({row.rate / (1000 / (row.rtt_ms + base_ms)):.0%} of 1/(RTT+base), base {base_ms:.3f} ms)"))
     blocking_1ms = next((r.rate for r in rows if r.mode == "blocking" and r.rtt_ms == 1.0), None)
     if blocking_1ms:
@@ -520,6 +520,7 @@ def plot(rows: list[Row], path: Path, delay_line: str) -> None:
         asynchronous = next(r.rate for r in rows if r.rtt_ms == rtt and r.mode == "async")
         ax.axhline(blocking, color=colour, linestyle=":", label=f"blocking, RTT {rtt} ms")
         ax.axhline(asynchronous, color=colour, linestyle="--", alpha=0.6, label=f"async listener, RTT {rtt} ms")
+        ax.axhline(1000 / rtt, color=colour, linestyle="-", linewidth=0.8, alpha=0.35, label=f"1/RTT, RTT {rtt} ms")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("publish window (messages)")
