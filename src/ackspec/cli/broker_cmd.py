@@ -15,7 +15,7 @@ from ackspec.errors import AckspecError
 from ackspec.reference.broker.auth import Authenticator, load_users
 from ackspec.reference.broker.model import CoreConfig
 from ackspec.reference.broker.trace import Tracer
-from ackspec.reference.server import BrokerServer
+from ackspec.reference.server import BrokerServer, new_event_loop
 from ackspec.reference.stomp.session import SessionConfig
 
 log = logging.getLogger("ackspec.broker")
@@ -55,6 +55,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--control", type=_host_port, default=None, metavar="HOST:PORT",
                    help="JSON-over-HTTP fault-injection control API")
     p.add_argument("--trace", action="store_true", help="log the requirement ID each behaviour serves")
+    p.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
+                   help="event loop (default uvloop, asyncio's when uvloop is not installed)")
     p.set_defaults(func=run)
 
 
@@ -103,8 +105,12 @@ def run(args: argparse.Namespace) -> int:
                 log.info("trace %s %d", rid, n)
 
     tune_collector()
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main())
+    loop = new_event_loop(args.loop)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            loop.run_until_complete(main())
+    finally:
+        loop.close()
     return 0
 
 

@@ -486,8 +486,8 @@ class _StompProtocol(asyncio.Protocol):
 def new_event_loop(kind: str = "asyncio") -> asyncio.AbstractEventLoop:
     """A new event loop: asyncio's, or uvloop's for ``kind="uvloop"`` (falls back to asyncio's when
     uvloop is not installed). uvloop runs the loop and the transports in C: the benchmark's receipt
-    round trip needs less broker CPU (docs/rtt-benchmark.md). The STOMP server works on both; the
-    AMQP listener needs asyncio's transports."""
+    round trip needs less broker CPU (docs/rtt-benchmark.md). The STOMP server and the AMQP listener
+    work on both."""
     if kind == "uvloop":
         try:
             uvloop = importlib.import_module("uvloop")  # optional dependency

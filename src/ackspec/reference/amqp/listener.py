@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable
+from typing import cast
 
 from ackspec.reference.amqp.connection import RECEIVE_WINDOW, AmqpConnection
 from ackspec.reference.broker.auth import Authenticator
@@ -41,8 +42,8 @@ class AmqpProtocol(asyncio.Protocol):
         self._closing = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # not isinstance: uvloop's transports implement the interface without subclassing it
+        self.transport = cast(asyncio.Transport, transport)
         self.register(self.conn.conn_id, self)
 
     def data_received(self, data: bytes) -> None:
