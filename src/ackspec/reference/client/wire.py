@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import select
 import socket
 import threading
@@ -77,6 +78,11 @@ class Wire(Protocol):
 
     def close(self) -> None: ...
 
+
+PLAIN_RECEIPT = re.compile(rb"RECEIPT\nreceipt-id:([-.\w]{1,200})\n\n\x00", re.ASCII)
+"""One whole RECEIPT with nothing but a plain ``receipt-id`` (no escapes, no CR): what the parser would
+return for these bytes is known, so :meth:`StompWire._read_once` takes it without the parser (a test
+checks both agree)."""
 
 _SEND_OWN_HEADERS = frozenset({"destination", "receipt", "transaction", "persistent", "content-length"})
 """Headers :func:`encode_send` writes itself; an application header of that name is dropped."""
@@ -400,6 +406,12 @@ class StompWire:
             self._ended = self._ended or ("connection closed by the broker", None)
             return
         self._last_read = time.monotonic()
+        if self._parser.idle:
+            plain = PLAIN_RECEIPT.fullmatch(data)
+            if plain is not None:  # exactly one plain RECEIPT (a blocking send's answer): no parser, no Frame
+                token = plain.group(1).decode("ascii")
+                self._events.on_receipt(token, {"receipt-id": token})
+                return
         try:
             items = self._parser.feed(data)
         except (ValueError, StompProtocolError) as exc:

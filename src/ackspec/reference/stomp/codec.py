@@ -158,6 +158,12 @@ class FrameParser:
         """Bytes received but not yet returned as a frame (headers of a pending frame excluded)."""
         return len(self._buf) - self._pos
 
+    @property
+    def idle(self) -> bool:
+        """Between frames: nothing buffered, no frame half parsed, no error. Bytes that form one
+        whole frame would then be parsed on their own (a caller may recognise such a frame itself)."""
+        return self._pos == len(self._buf) and self._pending is None and self._error is None
+
     def feed(self, data: bytes) -> list[Frame | HeartBeat]:
         """Add ``data``; return every frame completed so far (may be empty)."""
         if self._error is not None:
