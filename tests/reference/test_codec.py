@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import re
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -65,6 +68,33 @@ def test_escaping_per_version() -> None:
     assert encode(Frame("CONNECT", (("passcode", "a:b"),))) == b"CONNECT\npasscode:a:b\n\n\x00"
     f = FrameParser().feed(b"CONNECT\npasscode:a\\cb\n\n\x00")[0]
     assert isinstance(f, Frame) and f.get("passcode") == "a\\cb"
+
+
+@pytest.mark.parametrize("version", ["1.1", "1.2"])
+def test_unescape_every_short_sequence(version: str) -> None:
+    """Every string of up to 6 characters over backslash, n, c, r, x and colon: value or error exactly as a
+    reading from left to right gives (a backslash pair is one backslash; otherwise \\n, \\c, 1.2's \\r)."""
+    table = {"\\": "\\", "n": "\n", "c": ":"} | ({"r": "\r"} if version == "1.2" else {})
+    for size in range(7):
+        for chars in itertools.product("\\ncrx:", repeat=size):
+            value = "".join(chars)
+            out, i, error = [], 0, None
+            while i < len(value) and error is None:
+                if value[i] != "\\":
+                    out.append(value[i])
+                elif value[i + 1 : i + 2] in table and i + 1 < len(value):
+                    out.append(table[value[i + 1]])
+                    i += 1
+                else:
+                    error = f"undefined escape sequence {value[i : i + 2]!r} in header"
+                i += 1
+            head = f"SEND\ndestination:/queue/a\nh:{value}\n\n\x00".encode()
+            if error is None:
+                assert FrameParser(version=version).feed(head)[0] == Frame(
+                    "SEND", (("destination", "/queue/a"), ("h", "".join(out))))
+            else:
+                with pytest.raises(StompProtocolError, match=re.escape(error)):
+                    FrameParser(version=version).feed(head)
 
 
 def test_unescapable_connect_header_rejected() -> None:

@@ -55,6 +55,21 @@ _ESCAPE_SEQUENCE: Final = re.compile(r"\\(.?)", re.DOTALL)
 def _unescape(value: str, version: str) -> str:
     if "\\" not in value:
         return value
+    # Split at escaped backslashes; what is left of each piece is single backslashes, each of which must start
+    # \n, \c (or \r in 1.2). Plain replaces (C calls) do it; a stray backslash gets the exact error below.
+    pieces = value.split("\\\\")
+    for i, piece in enumerate(pieces):
+        if "\\" in piece:
+            done = piece.replace("\\n", "\n").replace("\\c", ":")
+            if version == "1.2":
+                done = done.replace("\\r", "\r")
+            if "\\" in done:
+                return _unescape_or_raise(value, version)
+            pieces[i] = done
+    return "\\".join(pieces)
+
+
+def _unescape_or_raise(value: str, version: str) -> str:
     table = _UNESCAPE_12 if version == "1.2" else _UNESCAPE_11
 
     def one(match: re.Match[str]) -> str:
@@ -301,13 +316,17 @@ class FrameParser:
                 if "\\" in value:
                     value = _unescape(value, version)
             if name == "content-length" and length is None:
-                if not value.isdigit() or not value.isascii():
-                    raise StompProtocolError(f"invalid content-length {value[:20]!r}")
-                length = int(value)
-                if length > self.max_frame:
-                    raise StompProtocolError(f"frame larger than {self.max_frame} bytes")
+                length = self._content_length(value)
             headers.append((name, value))
         self._pending = (command, tuple(headers), length)
+
+    def _content_length(self, value: str) -> int:
+        if not value.isdigit() or not value.isascii():
+            raise StompProtocolError(f"invalid content-length {value[:20]!r}")
+        length = int(value)
+        if length > self.max_frame:
+            raise StompProtocolError(f"frame larger than {self.max_frame} bytes")
+        return length
 
 
 def parse_all(data: bytes, **kwargs: object) -> list[Frame | HeartBeat]:
