@@ -212,6 +212,10 @@ class QueueModel:
 
     # -- the end -------------------------------------------------------------------------------
 
+    def owed(self) -> list[int]:
+        """Seqs that must still be delivered (queued, not held by any open subscription)."""
+        return [m.seq for m in self.messages.values() if m.state is State.READY]
+
     def final(self, ops: tuple[int, ...] = ()) -> None:
         """After a barrier-terminated drain (fed through :meth:`delivered`): nothing required is missing."""
         for m in self.messages.values():
