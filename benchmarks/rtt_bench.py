@@ -54,7 +54,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ackspec.cli.broker_cmd import tune_collector
 from ackspec.reference.client import AUTO_ACKNOWLEDGE, Connection, ConnectionFactory, Message
 from ackspec.reference.server import Egress, EmbeddedBroker
 
@@ -391,10 +390,8 @@ def delay_path(line: str, rtt: float):  # type: ignore[no-untyped-def]
 
 
 def serve_broker(egress_delay: float | None, event_loop: str) -> int:
-    """The broker process: configured as ``ackspec broker`` runs (its collector tuning included)."""
     egress = EgressDelayLine(egress_delay) if egress_delay is not None else None
     with EmbeddedBroker(persistent=False, egress=egress, event_loop=event_loop) as broker:
-        tune_collector()
         print(broker.port, flush=True)
         sys.stdin.read()
     return 0
