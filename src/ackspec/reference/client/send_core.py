@@ -204,7 +204,10 @@ class SendTracker:
                            acked_to_handler=self.ack_handler_enabled and wants_receipt, size=size, ref=ref,
                            listener=listener)
         self._by_token[send.token] = send
-        self._per_producer.setdefault(producer, deque()).append(send)
+        queue = self._per_producer.get(producer)
+        if queue is None:
+            queue = self._per_producer[producer] = deque()
+        queue.append(send)
         if windowed:
             self._window.append(send)
         if wants_receipt:
@@ -266,6 +269,8 @@ class SendTracker:
             producers = dict.fromkeys(s.producer for s in covered)
         else:
             self._confirm(send)
+            if not self.ack_handler_enabled:  # the common case (a blocking send's receipt): its release only
+                return self._release(send.producer)
             producers = {send.producer: None}
         if self.ack_handler_enabled:
             actions.extend(SendAcknowledged(s) for s in self._confirmed_for_handler())

@@ -296,8 +296,13 @@ class MessageProducer:
         self._numbers += 1
         now_ms = int(time.time() * 1000)
         message_id = f"ID:{self.id}-{self._numbers}"
-        message._provider_set(message_id=message_id, timestamp=now_ms, destination=target, delivery_mode=mode,
-                              priority=prio, expiration=now_ms + int(ttl * 1000) if ttl else 0)
+        # provider-set headers (7.3.6), stored without the access check like Message._provider_set does
+        fields["message_id"] = message_id
+        fields["timestamp"] = now_ms
+        fields["destination"] = target
+        fields["delivery_mode"] = mode
+        fields["priority"] = prio
+        fields["expiration"] = now_ms + int(ttl * 1000) if ttl else 0
         headers["priority"] = str(prio)
         headers["ackspec-message-id"] = message_id
         headers["ackspec-timestamp"] = str(now_ms)
