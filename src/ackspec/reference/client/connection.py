@@ -279,7 +279,9 @@ class Connection:
         with self._send_lock:
             with self._lock:
                 self._check_open()
-                room = self._tracker.has_room(windowed=windowed, size=size)
+                # without a publish window or a confirmation window (no handler) there is always room
+                room = not (windowed or self._tracker.ack_handler_enabled) or self._tracker.has_room(
+                    windowed=windowed, size=size)
                 if not room:
                     self.log.append("send-blocked", producer=producer, in_flight=self._tracker.window_in_flight,
                                     unconfirmed_bytes=self._tracker.unconfirmed_bytes)

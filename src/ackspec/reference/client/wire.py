@@ -88,6 +88,10 @@ _SEND_OWN_HEADERS = frozenset({"destination", "receipt", "transaction", "persist
 """Headers :func:`encode_send` writes itself; an application header of that name is dropped."""
 
 
+_PLAIN_NAMES = frozenset({"priority", "ackspec-message-id", "ackspec-timestamp", "expires", "correlation-id", "type"})
+"""Header names the client sets on every send that need no escaping (spares a check per send)."""
+
+
 def _escaped(value: str) -> str:
     if "\\" in value or "\n" in value or ":" in value or "\r" in value:
         return escape(value, "1.2")
@@ -106,7 +110,7 @@ def encode_send(destination: str, body: bytes, headers: Mapping[str, str], *, pe
         parts += ("transaction:", _escaped(transaction), "\n")
     for name, value in headers.items():
         if name not in _SEND_OWN_HEADERS:
-            parts += (_escaped(name), ":", _escaped(value), "\n")
+            parts += (name if name in _PLAIN_NAMES else _escaped(name), ":", _escaped(value), "\n")
     if body:
         parts += ("content-length:", str(len(body)), "\n")
     parts.append("\n")
