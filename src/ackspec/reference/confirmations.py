@@ -149,6 +149,8 @@ class ConfirmationProxy:
         self.broker_frames: list[tuple[int, Frame]] = []
         """Every frame the broker wrote (before gating)."""
         self.closed_links: list[int] = []
+        self.first_eof: dict[int, str] = {}
+        """Per connection number, which side ended its stream first: ``"client"`` or ``"broker"``."""
         self.release_log: list[tuple[str, int]] = []
         self.client_writes: list[tuple[int, float, bool]] = []
         """(connection, monotonic time, heart-beat only) per chunk a client wrote: heart-beat timing."""
@@ -301,6 +303,7 @@ class ConfirmationProxy:
             self.client_writes.clear()
             self.connected_heart_beat = None
             self.client_frames.clear()
+            self.first_eof.clear()
             self.broker_frames.clear()
 
     # -- pumping ----------------------------------------------------------------------------------
@@ -364,11 +367,17 @@ class ConfirmationProxy:
                     writer.write(b"".join(chunks))
                     await writer.drain()
 
+    def _note_eof(self, link: _Link, side: str) -> None:
+        with self._cond:
+            self.first_eof.setdefault(link.number, side)
+            self._cond.notify_all()
+
     async def _client_to_broker(self, reader: asyncio.StreamReader, link: _Link) -> None:
         parser = FrameParser()
         while True:
             data = await reader.read(65536)
             if not data:
+                self._note_eof(link, "client")
                 return
             self._enqueue(link.to_broker, link.wake_broker, data)
             try:
@@ -401,6 +410,7 @@ class ConfirmationProxy:
         while True:
             data = await reader.read(65536)
             if not data:
+                self._note_eof(link, "broker")
                 return
             try:
                 items = parser.feed(data)

@@ -22,25 +22,15 @@ def frames(env: Env, command: str) -> list[tuple[int, Frame]]:
     return [(n, f) for n, f in env.stomp_proxy.client_frames if f.command == command]
 
 
+HANG_UP_WINDOW = 0.3
+"""Seconds the broker waits before it answers a DISCONNECT (and hangs up): a client that does not wait
+for the RECEIPT hangs up within microseconds of writing the frame."""
+
+
 def connection_of(proxy: ConfirmationProxy) -> int:
     """The proxy's number of the one connection the client under test opened so far."""
     [link] = {n for n, f in proxy.client_frames if f.command in ("CONNECT", "STOMP")}
     return link
-
-
-def hung_up(proxy: ConfirmationProxy, link: int) -> bool:
-    """Has the client closed its end of ``link``? A barrier, not a wait.
-
-    Once the proxy has read everything the client wrote so far (``settle``), a closed client
-    socket shows as end-of-file on the proxy's reader. ``closed_links`` is no use here: the
-    proxy records a link there only after it has drained what was in flight on it."""
-    proxy.settle()
-    with proxy._lock:
-        live = {x.number: x for x in proxy._links}
-    if link not in live:
-        return True
-    reader = live[link].client_reader
-    return reader is None or reader.at_eof()
 
 
 @requirement("STOMP-CONNECT-HOST")
@@ -57,15 +47,16 @@ def test_disconnect_waits_for_its_receipt_and_sends_nothing_after(make_cut: Make
     cut = make_cut()
     p = cut.producer(cut.session())
     cut.sync_send(p, env.queue(), b"x")
-    gate = env.stomp_proxy.hold("DISCONNECT")
+    # The broker answers the DISCONNECT, and then hangs up, only after HANG_UP_WINDOW: a client that
+    # waits for the RECEIPT sees the broker end the connection; one that does not hangs up first.
+    env.broker.faults.add(FaultRule(receipt_delay=HANG_UP_WINDOW))
+    link = connection_of(env.stomp_proxy)
     closing = env.background(cut.close)
-    held = gate.wait_held(1, TIMEOUT)
-    assert held, "the client closed without a DISCONNECT carrying a receipt"
-    link = held[0].connection
-    # The broker's RECEIPT took a round trip to come back, far longer than a client needs to close
-    # its socket right after DISCONNECT, so a client that does not wait has hung up by now.
-    assert not hung_up(env.stomp_proxy, link), "the client closed its socket before the DISCONNECT receipt"
-    gate.release()
+    env.stomp_proxy.wait(lambda: link in env.stomp_proxy.first_eof, TIMEOUT)
+    disconnects = [f for n, f in env.stomp_proxy.client_frames if n == link and f.command == "DISCONNECT"]
+    assert disconnects and disconnects[-1].get("receipt"), "the client closed without a DISCONNECT carrying a receipt"
+    assert env.stomp_proxy.first_eof.get(link) == "broker", \
+        "the client closed its socket before the DISCONNECT receipt"
     closing.wait()
     env.stomp_proxy.wait(lambda: link in env.stomp_proxy.closed_links, TIMEOUT)
     sent = [f.command for n, f in env.stomp_proxy.client_frames if n == link]
