@@ -105,6 +105,7 @@ from ackspec.adapters.base import (
 from ackspec.adapters.embedded import EmbeddedBrokerControls
 from ackspec.adapters.settings import STOMP_STANDARD_CAPABILITIES, TargetSettings
 from ackspec.history import PRODUCER_HEADER, SEQ_HEADER, Recorder
+from ackspec.net import connect
 from ackspec.reference.amqp.pump import EnginePump, Fed, client_engine
 
 DECLARED = 0x33
@@ -208,11 +209,9 @@ class Wire:
         self.opts = opts
         self.on_event = on_event
         try:
-            self.sock = socket.create_connection((opts.host, opts.port), timeout=5.0)
+            self.sock = connect(opts.host, opts.port, 5.0, blocking=False)
         except OSError as exc:
             raise AdapterError(f"nothing listening at amqp://{opts.host}:{opts.port}: {exc}") from exc
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.setblocking(False)
         self.conn, self.transport, self.collector = client_engine(container, opts.host, opts.user, opts.password)
         self.engine = EnginePump(self.transport, self.collector, on_event)
         self.closed = False  # socket gone (EOF, error or crash)

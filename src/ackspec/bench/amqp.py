@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import select
-import socket
 import sys
 import time
 import uuid
@@ -43,6 +42,7 @@ from ackspec.bench.runner import take_turns
 from ackspec.bench.targets import _free_port, broker_process
 from ackspec.brokers import BROKERS
 from ackspec.errors import AckspecError
+from ackspec.net import connect
 from ackspec.reference.amqp.pump import EnginePump, Fed, client_engine
 
 WINDOW = 1000
@@ -84,11 +84,9 @@ class BenchConnection:
         self.ep = ep
         self.timeout = timeout
         try:
-            self.sock = socket.create_connection((ep.host, ep.port), timeout=5.0)
+            self.sock = connect(ep.host, ep.port, 5.0, blocking=False)
         except OSError as exc:
             raise AckspecError(f"bench: nothing listening at amqp://{ep.host}:{ep.port} ({exc})") from exc
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.setblocking(False)
         self.conn, self.transport, self.collector = client_engine(
             f"ackspec-bench-{uuid.uuid4().hex[:8]}", ep.host, ep.user, ep.password)
         self.engine = EnginePump(self.transport, self.collector, self._on_event, dispatch=self._dispatch)

@@ -70,6 +70,7 @@ from proton import (
 )
 from proton import Delivery as PnDelivery
 
+from ackspec.net import connect
 from ackspec.reference.amqp.pump import EnginePump, Fed, client_engine
 from ackspec.reference.client.errors import ConnectionLostError, JMSError
 from ackspec.reference.client.wire import ACK_TYPE_HEADER, WireEvents
@@ -151,11 +152,9 @@ class AmqpWire:
         self._said_goodbye = False
         self._error: str | None = None
         try:
-            self._sock = socket.create_connection((host, port), timeout=connect_timeout)
+            self._sock = connect(host, port, connect_timeout, blocking=False)
         except OSError as exc:
             raise JMSError(f"cannot connect to {host}:{port}: {exc}") from exc
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock.setblocking(False)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from ackspec.net import connect
 from ackspec.reference.client.errors import ConnectionLostError, JMSError
 from ackspec.reference.stomp import Frame, FrameParser, StompProtocolError, encode
 from ackspec.reference.stomp.codec import escape
@@ -158,10 +159,9 @@ class StompWire:
         self._lost = False
         self._ended: tuple[str, str | None] | None = None  # (error, receipt id) once the peer is gone
         try:
-            self._sock = socket.create_connection((host, port), timeout=connect_timeout)
+            self._sock = connect(host, port, connect_timeout)
         except OSError as exc:
             raise JMSError(f"cannot connect to {host}:{port}: {exc}") from exc
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
