@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ackspec.conformance.client.conftest import TIMEOUT, Env
-from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError, NotApplicable
+from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError, NotApplicable, Received
 from ackspec.conformance.client.test_consumer_acks import REDELIVERED, acks, fill
 from ackspec.conformance.markers import requirement
 from ackspec.reference.faults import FaultRule
@@ -51,6 +51,21 @@ def listening(make_cut: MakeCut, env: Env, action: str,
     c = cut.consumer(cut.session(ack_mode=AUTO), q, listener=True)
     fill(make_cut, q, 1)
     return cut, q, c
+
+
+def holding_two(make_cut: MakeCut, env: Env, feature: ClientFeature, *, transacted: bool = False,
+                ack_mode: int = AUTO) -> tuple[ClientUnderTest, str, str, str, list[Received | None]]:
+    """A client (needing ``feature``) that has received, and not yet settled, the two messages put on a fresh
+    queue; returns the client, queue, session, consumer and messages."""
+    q = env.queue()
+    fill(make_cut, q, 2)
+    cut = make_cut()
+    cut.require(feature)
+    s = cut.session(transacted=transacted, ack_mode=ack_mode)
+    c = cut.consumer(s, q)
+    received = [cut.receive(c, TIMEOUT) for _ in range(2)]
+    assert all(received), "the two messages put on the queue were not both received"
+    return cut, q, s, c, received
 
 
 def settle_after_consumer_close(make_cut: MakeCut, env: Env, *, transacted: bool) -> None:
@@ -147,14 +162,8 @@ def test_listener_closing_its_own_consumer_completes(make_cut: MakeCut, env: Env
 
 @requirement("STOMP-NACK-CLIENT-SHOULD-NACK")
 def test_unprocessed_messages_are_nacked_not_left_to_a_cumulative_ack(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 2)
-    cut = make_cut()
-    cut.require(ClientFeature.RECOVER)
+    cut, q, s, c, _ = holding_two(make_cut, env, ClientFeature.RECOVER, ack_mode=CLIENT)
     proxy = env.stomp_proxy
-    s = cut.session(ack_mode=CLIENT)
-    c = cut.consumer(s, q)
-    assert cut.receive(c, TIMEOUT) is not None and cut.receive(c, TIMEOUT) is not None
     cut.recover(s)  # the application says: these were not processed
     again = [cut.receive(c, TIMEOUT) for _ in range(2)]
     assert all(again)
@@ -165,14 +174,7 @@ def test_unprocessed_messages_are_nacked_not_left_to_a_cumulative_ack(make_cut: 
 
 @requirement("AMQ-TX-FAILED-COMMIT-ROLLS-BACK")
 def test_failed_commit_rolls_back_and_redelivers(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    fill(make_cut, q, 2)
-    cut = make_cut()
-    cut.require(ClientFeature.TRANSACTIONS)
-    s = cut.session(transacted=True)
-    c = cut.consumer(s, q)
-    first = [cut.receive(c, TIMEOUT) for _ in range(2)]
-    assert all(first)
+    cut, q, s, c, first = holding_two(make_cut, env, ClientFeature.TRANSACTIONS, transacted=True)
     rule = env.broker.faults.add(FaultRule(fail_commit="commit failed by fault injection"))
     try:
         cut.commit(s)
