@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from cproton_ffi import ffi, lib  # type: ignore[import-not-found]  # proton's C API, see _dispatch
 from proton import (
@@ -75,6 +75,7 @@ from ackspec.reference.broker import (
 )
 from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.hub import Hub
+from ackspec.reference.broker.model import Headers
 
 DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
@@ -134,9 +135,11 @@ _WANTED_EVENTS: frozenset[int] = frozenset(
 """The event types :meth:`AmqpConnection._on_event` handles (deliveries and flow have their own fast path)."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Token:
-    """What a ``Confirm``/``Reject`` of the core answers: echoed back as ``confirm``."""
+class _Token(NamedTuple):
+    """What a ``Confirm``/``Reject`` of the core answers: echoed back as ``confirm``.
+
+    A named tuple (immutable, ~0.3 us to build against ~0.7 us for a frozen dataclass): every
+    unsettled transfer makes one."""
 
     kind: str  # transfer | settle | discharge
     delivery: Ptr
@@ -224,6 +227,11 @@ class AmqpConnection:
         self._txns: dict[str, _Txn] = {}
         self._txn_ids = itertools.count(1)
         self._sub_ids = itertools.count(1)
+        # transfers and acceptances read but not yet handed to the core (see _flush_batches)
+        self._publishes: list[tuple[bytes, Headers, bool, object]] = []
+        self._publish_to: str | None = None
+        self._accepts: list[int] = []
+        self._accepts_on: _OutLink | None = None
         self._recv_buffer = bytearray(1 << 16)
         self._recv_view = ffi.from_buffer(self._recv_buffer)  # what pn_link_recv writes into
         self._recv_bytes = memoryview(self._recv_buffer)
@@ -335,7 +343,10 @@ class AmqpConnection:
         while True:
             event = peek(collector)
             if not event:
-                return
+                if not self._publishes and not self._accepts:
+                    return
+                self._flush_batches()  # may cause events of its own (our deliveries): look again
+                continue
             try:
                 kind = _event_type(event)
                 if kind == _PN_DELIVERY:
@@ -350,8 +361,10 @@ class AmqpConnection:
                 elif kind == _PN_LINK_FLOW:
                     state = links.get(_event_link(event))
                     if state is not None and state.__class__ is _OutLink:
+                        self._flush_batches()
                         self._flow(state)
                 elif kind in _WANTED_EVENTS:
+                    self._flush_batches()
                     wrapped = Event.wrap(event)  # type: ignore[no-untyped-call]
                     if wrapped is not None:
                         self._on_event(wrapped)
@@ -507,11 +520,86 @@ class AmqpConnection:
         state.received += 1
         if state.received > state.visible:
             # more transfers than all the credit the client had seen (2.6.7): detach the link
+            self._flush_batches()
             self._close_link(impl, ERR_TRANSFER_LIMIT, "transfer sent without link credit")
             return
         payload = self._recv(impl, _delivery_pending(dlv))
         _link_advance(impl)
-        self._open_in.add(dlv)  # to be settled by us: _answer or the pre-settled paths below
+        faults = self.core.faults
+        if (state.coordinator or _delivery_remote_state(dlv) == TRANSACTIONAL_STATE
+                or (faults is not None and faults.active)):
+            self._flush_batches()
+            self._open_in.add(dlv)  # to be settled by us: _answer or the pre-settled paths below
+            self._transfer_one(dlv, state, payload)
+            return
+        # the common case: a plain message outside any transaction, batched (see _flush_batches)
+        try:
+            incoming = read_incoming(payload)
+        except Exception as exc:
+            self._flush_batches()
+            self._open_in.add(dlv)
+            self._answer(dlv, REJECTED, condition=Condition(ERR_DECODE, f"undecodable message: {exc}"))
+            return
+        destination = state.destination or core_destination(incoming.to, state.caps)
+        if destination is None:
+            self._flush_batches()
+            self._open_in.add(dlv)
+            self._answer(dlv, REJECTED, condition=Condition(ERR_NOT_FOUND, "message has no destination address"))
+            return
+        if destination != self._publish_to or self._accepts:
+            self._flush_batches()
+            self._publish_to = destination
+        if _delivery_settled(dlv):
+            # pre-settled: the client forgot it, so nothing can be answered; settled (freed) now
+            _delivery_settle(dlv)
+            self._publishes.append((incoming.body, incoming.headers, incoming.durable, None))
+        else:
+            self._open_in.add(dlv)
+            self._publishes.append((incoming.body, incoming.headers, incoming.durable,
+                                    _Token("transfer", dlv, False)))
+
+    def _flush_batches(self) -> None:
+        """Hand the core what was batched: the plain transfers read so far (one ``publish_many`` for
+        a run of transfers to one destination), or the run of acceptances of one link (``accept_many``).
+
+        Why: per message the core and the hub then do only the message's own work (a read brings
+        hundreds of transfers or dispositions); effects come back in the order one call per message
+        would give. Every other event, and every transfer or disposition off the plain path, first
+        flushes, so the core sees all operations in the order the client sent them."""
+        if self._publishes:
+            batch, self._publishes = self._publishes, []
+            destination = self._publish_to
+            assert destination is not None
+            try:
+                effects = self.core.publish_many(self.conn_id, destination, batch)
+            except CoreError:  # one by one, each failure answered on its own
+                for body, headers, durable, token in batch:
+                    try:
+                        self._run(self.core.publish(self.conn_id, destination, body, headers,
+                                                    persistent=durable, confirm=token))
+                    except CoreError as exc:
+                        if isinstance(token, _Token):
+                            self._answer(token.delivery, REJECTED, condition=Condition(ERR_INVALID_FIELD, exc.message))
+                return
+            self._run(effects)
+        if self._accepts:
+            ids, self._accepts = self._accepts, []
+            out = self._accepts_on
+            assert out is not None
+            try:
+                effects = self.core.accept_many(self.conn_id, ids)
+            except CoreError:  # one by one: the first unknown id ends the link, as for a single one
+                for delivery_id in ids:
+                    try:
+                        self._run(self.core.settle(self.conn_id, delivery_id, ACCEPT, cumulative=False))
+                    except CoreError as exc:
+                        self._close_link(out.impl, ERR_NOT_ALLOWED, exc.message)
+                        return
+                return
+            self._run(effects)
+
+    def _transfer_one(self, dlv: Ptr, state: _InLink, payload: bytes) -> None:
+        """A transfer off the batched path: coordinator, transactional, or with fault rules on."""
         if state.coordinator:
             self._control(dlv, payload)
             return
@@ -682,6 +770,7 @@ class AmqpConnection:
         elif not state and not _delivery_settled(dlv):
             return  # no outcome yet
         elif state == TRANSACTIONAL_STATE:
+            self._flush_batches()
             known, tx = self._transaction_of(dlv, receiving=False)
             if not known or tx is None:
                 return
@@ -693,6 +782,15 @@ class AmqpConnection:
         del out.ids[dlv]
         del out.deliveries[delivery_id]
         confirm: _Token | None = None
+        if settlement is ACCEPT and tx is None and _delivery_settled(dlv):
+            # the common case, batched (see _flush_batches): the client settled, nobody waits for us
+            _delivery_settle(dlv)
+            if out is not self._accepts_on or self._publishes:
+                self._flush_batches()
+                self._accepts_on = out
+            self._accepts.append(delivery_id)
+            return
+        self._flush_batches()
         if tx is None and _delivery_settled(dlv):
             # the client settled already: it waits for nothing from us, so settle now (once the core
             # has the outcome; nobody needs to hear when it is applied or journalled)

