@@ -177,3 +177,24 @@ def test_annotation_headers_travel_as_message_annotations() -> None:
     assert msg.properties == {"colour": "red"}
     assert mapping.annotation_headers({symbol("x-opt-note"): "again", symbol("x-opt-n"): ulong(3)}) == (
         ("amqp-annotation.x-opt-note", "again"), ("amqp-annotation.x-opt-n", "3"))
+
+
+@pytest.mark.parametrize("durable", [None, False, True])
+@pytest.mark.parametrize("size", [0, 1, 100, 255, 256])
+@pytest.mark.parametrize("inferred", [True, False])
+def test_plain_message_shortcut_reads_what_proton_reads(durable: bool | None, size: int, inferred: bool) -> None:
+    """The plainest messages (empty or durable-only header, no properties, a binary body as a data or
+    an amqp-value section) take read_message's two-slice shortcut; it must agree with proton, and a
+    byte more or less after the body must not be taken for a plain message."""
+    msg = Message(body=bytes(range(256))[:size])
+    msg.inferred = inferred
+    if durable is not None:
+        msg.durable = durable
+    encoded = bytes(msg.encode())
+    assert _fast_view(encoded) == _proton_view(encoded)
+    for damaged in (encoded + b"\x40", encoded[:-1]):
+        try:
+            fast = _fast_view(damaged)
+        except Unhandled:
+            continue
+        assert fast == _proton_view(damaged)
