@@ -17,25 +17,39 @@ in one run, taking turns with the reference broker and the real brokers. Then:
 The floor server (``--serve``, started in its own process like the reference broker):
 
 * one :class:`asyncio.Protocol` per socket; SASL ANONYMOUS by proton itself (the bench client
-  offers ANONYMOUS when it has no user); proton's collector for the few endpoint events;
+  offers ANONYMOUS when it has no user);
 * every per-message path on proton's C API (``cproton_ffi``), C pointers only, functions bound
   once, no wrapper objects, as ``src/ackspec/reference/amqp/connection.py`` does;
+* no collector: endpoint states are polled once per piece of input and deliveries are walked
+  link by link (see :class:`FloorProtocol`), so no proton event is made or read per message;
 * a transfer: ``pn_link_recv`` of its bytes, ``pn_link_advance``, ``accepted`` when it is not
   pre-settled, ``pn_delivery_settle``; credit topped up to :data:`WINDOW` per piece of input;
 * a consumer (the bench drains each queue it filled, and the consume row preloads one): one
   pre-encoded message (the bench's 100-byte non-durable one) per credit, up to what the address
   received; each ``accepted`` disposition settled;
-* input fed in proton-sized pieces straight from the read (no copies), output written after
-  every piece, so the peer gets credit and outcomes while the rest of a large read is handled.
+* input fed in proton-sized pieces (8 kB) straight from the read (no copies), output written
+  after every piece, so the peer gets credit and outcomes while the rest of a large read is
+  handled; the garbage collector tuned as ``ackspec broker`` tunes it.
 
 The server measures its own CPU time (``time.process_time``, sampled per read, not per
 message) from the read holding a link's first transfer or flow to the read holding its last
 transfer or disposition, and reports it per link when the connection closes: the floor's CPU
-per message of each row's measured direction.
+per message of each row's measured direction (``1 / that`` is what one core could carry).
 
-Variants tried (the kept one is the fastest honest one; figures in the commit and report):
-uvloop instead of asyncio's loop (``--loop uvloop``); flushing once per read instead of per
-proton piece; draining events in one pass per read vs per piece.
+Variants tried on this machine (floor CPU per message, pre-settled / window / consume; the
+machine's load moves single figures by 20-50 %, so only clear differences count):
+
+* proton's collector, one event per transfer and disposition read on the C API (the reference
+  listener's design): 2.3-2.4 / 2.7-2.8 / 3.1 us; polling instead (kept): 1.5 / 1.8-2.0 /
+  2.0-2.2 us, about a third less;
+* uvloop instead of asyncio's loop (``--loop uvloop``): no difference beyond noise (1.4-1.6 /
+  1.8-2.2 / 1.9-2.5 us);
+* output written once per read instead of once per 8 kB piece: no difference beyond noise.
+
+``--profile FILE`` runs the floor under cProfile: its call counts are exact (the C calls each
+message costs), but its times are wall-clock, so on a loaded machine they also count the time
+the process waited for a core; ``perf record -p PID`` of the ``--serve`` process is the better
+way to see where the CPU goes.
 
 Usage (real brokers from ``brokers/start.sh``; the reference broker is started as the bench does)::
 
@@ -53,6 +67,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -71,7 +86,14 @@ import uvloop
 from cproton_ffi import ffi, lib  # type: ignore[import-not-found]
 from proton import Connection, Link, Message, Transport
 
-from ackspec.bench.amqp import ADDRESS_STYLE, REAL_BROKERS, SCENARIOS, AmqpEndpoint, reference_broker
+from ackspec.bench.amqp import (
+    ADDRESS_STYLE,
+    REAL_BROKERS,
+    SCENARIOS,
+    AmqpEndpoint,
+    client_ceiling,
+    reference_broker,
+)
 from ackspec.brokers import BROKERS
 from ackspec.errors import AckspecError
 
@@ -390,6 +412,9 @@ def serve(port: int, loop_name: str, body: bytes, profile: str | None) -> None:
         await stop.wait()
         server.close()
 
+    gc.collect()  # as the reference broker does (ackspec broker: tune_collector)
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
     profiler = cProfile.Profile() if profile else None
     if profiler is not None:
         profiler.enable()
@@ -524,6 +549,7 @@ def drive(targets: list[str], messages: int, repetitions: int, body_bytes: int, 
     after = _uptime()
     print(f"after: {after}", file=sys.stderr, flush=True)
     _print_table(targets, rows, messages, repetitions, body_bytes, loop_name, after)
+    print(f"\nload client ceiling (the bench's, proton engine, no broker): {client_ceiling(messages, body):,.0f} msg/s")
     if profile:
         print(f"\nfloor server profile ({profile}), top 15 by internal time:")
         pstats.Stats(profile).sort_stats("tottime").print_stats(15)
