@@ -169,8 +169,7 @@ class _OutLink:
     sub: str
     ack: AckMode
     core_credit: int = 0  # credit as the core counts it (decremented per Deliver)
-    deliveries: dict[int, Ptr] = field(default_factory=dict)  # unsettled, no outcome yet: core id -> delivery
-    ids: dict[Ptr, int] = field(default_factory=dict)  # the same, delivery -> core delivery id
+    ids: dict[Ptr, int] = field(default_factory=dict)  # unsettled, no outcome yet: delivery -> core delivery id
 
 
 @dataclass(eq=False)
@@ -755,7 +754,6 @@ class AmqpConnection:
             elif tdlv in self._open_out and self._links.get(out.impl) is out:
                 self._open_out.discard(tdlv)
                 out.ids[tdlv] = delivery_id
-                out.deliveries[delivery_id] = tdlv
 
     # -- dispositions from the client -------------------------------------------------------------
 
@@ -780,7 +778,6 @@ class AmqpConnection:
             settlement = _settlement(_wrap(dlv))
             tx = None
         del out.ids[dlv]
-        del out.deliveries[delivery_id]
         confirm: _Token | None = None
         if settlement is ACCEPT and tx is None and _delivery_settled(dlv):
             # the common case, batched (see _flush_batches): the client settled, nobody waits for us
@@ -896,7 +893,6 @@ class AmqpConnection:
         if out.ack is AckMode.AUTO:
             _delivery_settle(dlv)
         else:
-            out.deliveries[effect.delivery_id] = dlv
             out.ids[dlv] = effect.delivery_id
 
     def _mutated(self, effect: Deliver) -> bytes:
@@ -930,8 +926,10 @@ class AmqpConnection:
         elif kind == "transfer":
             if token.extra:  # transactional: report the presumptive outcome (4.4.1)
                 self._answer(dlv, TRANSACTIONAL_STATE, data=[_txn_of_transfer(dlv), Described(ulong(ACCEPTED), [])])
-            else:
-                self._answer(dlv, ACCEPTED)
+            elif dlv in self._open_in:  # _answer(dlv, ACCEPTED) inlined: every unsettled transfer comes here
+                self._open_in.discard(dlv)
+                _delivery_update(dlv, ACCEPTED)
+                _delivery_settle(dlv)
         elif kind == "discharge":
             txn, fail = token.extra
             self._answer(dlv, ACCEPTED)

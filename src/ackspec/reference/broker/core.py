@@ -691,6 +691,9 @@ class BrokerCore:
         ready = q.ready
         returned = q.returned
         deliver = self._deliver
+        if faults is None and len(consumers) == 1:
+            self._dispatch_to(q, consumers[0], out)
+            return
         while True:
             if returned:
                 entry = returned[0]
@@ -739,6 +742,25 @@ class BrokerCore:
                 if other is not chosen:
                     deliver(other, _Entry(entry.msg, next(self._pos), entry.delivery_count,
                                           entry.redelivered), out)
+
+    def _dispatch_to(self, q: _Queue, s: _Sub, out: list[Effect]) -> None:
+        """:meth:`_dispatch` for a queue with one consumer and no mutant on (the usual case): the same
+        deliveries, without choosing a consumer per message."""
+        ready = q.ready
+        returned = q.returned
+        deliver = self._deliver
+        c = s.conn
+        unacked = s.unacked
+        prefetch = s.prefetch
+        while returned or ready:
+            if not c.writable or (s.credit is not None and s.credit <= 0) or (
+                    prefetch is not None and len(unacked) >= prefetch):
+                return
+            entry = heapq.heappop(returned) if returned else ready.popleft()
+            if entry.excluded is not None and s.key in entry.excluded:
+                q.parked.append(entry)  # undeliverable to the only consumer
+                continue
+            deliver(s, entry, out)
 
     def _deliver(self, s: _Sub, entry: _Entry, out: list[Effect]) -> None:
         did = next(self._delivery_ids)
