@@ -23,10 +23,16 @@ The floor server (``--serve``, started in its own process like the reference bro
 * no collector: endpoint states are polled once per piece of input and deliveries are walked
   link by link (see :class:`FloorProtocol`), so no proton event is made or read per message;
 * a transfer: ``pn_link_recv`` of its bytes, ``pn_link_advance``, ``accepted`` when it is not
-  pre-settled, ``pn_delivery_settle``; credit topped up to :data:`WINDOW` per piece of input;
+  pre-settled, ``pn_delivery_settle``;
 * a consumer (the bench drains each queue it filled, and the consume row preloads one): one
   pre-encoded message (the bench's 100-byte non-durable one) per credit, up to what the address
   received; each ``accepted`` disposition settled;
+* credit topped up when half is used (per piece) and, at the end of every read, back to the full
+  window: the bench client, after its last pre-settled transfer, waits up to 50 ms for the socket
+  to be readable although nothing is owed to it, so a broker that is silent at that moment
+  (credit still above half) gets 50 ms added to that run (the reference broker does, in some
+  runs: pre-settled 10,000 at 73k instead of 105-168k); returning credit per read is a real
+  broker's choice and keeps the floor off that artefact;
 * input fed in proton-sized pieces (8 kB) straight from the read (no copies), output written
   after every piece, so the peer gets credit and outcomes while the rest of a large read is
   handled; the garbage collector tuned as ``ackspec broker`` tunes it.
@@ -233,6 +239,10 @@ class FloorProtocol(asyncio.Protocol):
             offset += pushed
             self.process()
             self.flush()
+        for impl, _ in self.in_links:  # the read is over: whatever credit was used is given back
+            if (credit := _link_credit(impl)) < WINDOW:
+                _link_flow(impl, WINDOW - credit)
+        self.flush()
         if self.touched:
             cpu1, wall1 = time.process_time(), time.perf_counter()
             for stats in self.touched:
@@ -477,6 +487,8 @@ class Row:
     runs: dict[str, list[float]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     floor_cpu_us: list[float] = field(default_factory=list)
+    scenario_cpu_us: dict[str, list[float]] = field(default_factory=dict)
+    """floor and reference: the server process's CPU over the whole scenario (both directions) per message."""
 
 
 def _uptime() -> str:
@@ -487,8 +499,34 @@ def _uptime() -> str:
             return "load average: " + ", ".join(f.read().split()[:3])
 
 
+def _cpu_ns(pid: int) -> int:
+    """CPU time of a process so far, in ns (the sum of its threads' ``schedstat``; 0 if it is gone)."""
+    total = 0
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+    return total
+
+
+def _reference_pid() -> int | None:
+    """The reference broker this process started (``python -m ackspec broker``), found among its children."""
+    me = os.getpid()
+    for task in os.listdir(f"/proc/{me}/task"):
+        with contextlib.suppress(OSError), open(f"/proc/{me}/task/{task}/children") as f:
+            for child in f.read().split():
+                with contextlib.suppress(OSError), open(f"/proc/{child}/cmdline", "rb") as cmd:
+                    if b"ackspec\x00broker" in cmd.read():
+                        return int(child)
+    return None
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+def _fmt_us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def _fmt(value: float | None) -> str:
@@ -503,12 +541,16 @@ def drive(targets: list[str], messages: int, repetitions: int, body_bytes: int, 
     with contextlib.ExitStack() as stack:
         endpoints: dict[str, AmqpEndpoint] = {}
         floor: FloorProcess | None = None
+        pids: dict[str, int] = {}
         for label in targets:
             if label == "floor":
                 floor = stack.enter_context(floor_process(loop_name, body, profile))
                 endpoints[label] = AmqpEndpoint("floor", "127.0.0.1", floor.port, None, None, "path")
+                pids[label] = floor.proc.pid
             elif label == "reference":
                 endpoints[label] = stack.enter_context(reference_broker())
+                if (pid := _reference_pid()) is not None:
+                    pids[label] = pid
             elif label in REAL_BROKERS:
                 info = BROKERS[label]
                 assert info.amqp_port is not None
@@ -530,6 +572,7 @@ def drive(targets: list[str], messages: int, repetitions: int, body_bytes: int, 
                 for label, ep in endpoints.items():
                     if label in row.errors:
                         continue
+                    cpu0 = _cpu_ns(pids[label]) if label in pids else 0
                     try:
                         rate = scenario.run(ep, messages, body)
                     except (AckspecError, OSError) as exc:
@@ -538,12 +581,16 @@ def drive(targets: list[str], messages: int, repetitions: int, body_bytes: int, 
                         continue
                     row.runs.setdefault(label, []).append(rate)
                     extra = ""
+                    if label in pids:
+                        whole = (_cpu_ns(pids[label]) - cpu0) / 1e3 / messages
+                        row.scenario_cpu_us.setdefault(label, []).append(whole)
+                        extra = f", scenario CPU {whole:.2f} us/msg"
                     if label == "floor" and floor is not None:
                         links = [s for s in floor.stats() if s["dir"] == ROW_DIRECTION[scenario.name]]
                         if links and links[0]["messages"]:
                             us = links[0]["cpu_s"] / links[0]["messages"] * 1e6
                             row.floor_cpu_us.append(us)
-                            extra = f", floor CPU {us:.2f} us/msg over {links[0]['messages']} messages"
+                            extra += f", measured direction {us:.2f} us/msg over {links[0]['messages']} messages"
                     print(f"{label:<10} {scenario.name:<22} run {rep + 1}/{repetitions}: {rate:,.0f} msg/s{extra}",
                           file=sys.stderr, flush=True)
     after = _uptime()
@@ -567,7 +614,10 @@ def _print_table(targets: list[str], rows: dict[str, Row], messages: int, repeti
     if "floor" in targets and "reference" in targets:
         head.append("reference / floor")
     if "floor" in targets:
-        head.append("floor CPU us/msg")
+        head.append("floor CPU us/msg, measured direction")
+    cpu_of = [t for t in ("floor", "reference") if t in targets]
+    if cpu_of:
+        head.append(f"scenario CPU us/msg, {' / '.join(cpu_of)}")
     print("| " + " | ".join(head) + " |")
     print("|---|" + "---:|" * (len(head) - 1))
     for name, row in rows.items():
@@ -583,7 +633,13 @@ def _print_table(targets: list[str], rows: dict[str, Row], messages: int, repeti
         if "floor" in targets:
             cpu = _median(row.floor_cpu_us)
             cells.append(f"{cpu:.2f}" if cpu is not None else "-")
+        if cpu_of:
+            cells.append(" / ".join(_fmt_us(_median(row.scenario_cpu_us.get(t, []))) for t in cpu_of))
         print("| " + " | ".join(cells) + " |")
+    print("\nfloor CPU, measured direction: the floor process's CPU from the first to the last message of the row's "
+          "timed direction, per message (1 / it = what one core could carry). scenario CPU: the server process's "
+          "CPU over the whole scenario run (connect, the timed direction and the untimed preload or drain, "
+          "i.e. about two messages handled per message counted), per message, from /proc/PID/task/*/schedstat.")
     for name, row in rows.items():
         for label, error in row.errors.items():
             print(f"error: {label} {name}: {error}")
