@@ -49,3 +49,19 @@ def test_parquet_round_trip_keeps_every_anomaly(spark: Any, tmp_path: Path) -> N
     assert df is not None
     assert df.count() == len(records)
     assert list(check_histories_spark(df).anomalies) == sorted(a for h in histories for a in h.expected)
+
+
+def test_histories_cut_across_arrow_batches_are_checked_whole(spark: Any) -> None:
+    # the workers read each partition as Arrow batches of N rows: with N=7 nearly every history spans
+    # several batches, and one batch holds the end of one history and the start of the next
+    histories = list(generate_suite(16, seed=11, anomaly_rate=0.75))
+    records = [r for h in histories for r in h.records]
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    spark.conf.set(key, "7")
+    try:
+        found = check_histories_spark(records_dataframe(spark, records))
+    finally:
+        spark.conf.unset(key)
+    python = check_histories(records)
+    assert found.anomalies == python.anomalies == tuple(sorted(a for h in histories for a in h.expected))
+    assert found.sends == python.sends

@@ -3,8 +3,8 @@
 A straightforward implementation of the rules in :mod:`ackspec.pipeline.anomalies`,
 importable without Spark. Conformance tests call :func:`check_history` on the
 small history of one test so verdicts can rely on it; the Spark job
-(:mod:`ackspec.pipeline.checks_spark`) computes the same anomalies at scale,
-and the benchmark compares the two.
+(:mod:`ackspec.pipeline.checks_spark`) shuffles the histories by ``(run, test)`` and
+applies :func:`check_one` to each in its Python workers, so the rules are stated once.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from ackspec.history.record import Op, Record, RecordType
 from ackspec.pipeline.anomalies import (
@@ -42,9 +43,45 @@ MessageKey = tuple[str | None, str, int]  # destination, producer ("" when none)
 Consumer = tuple[str, str]  # process, subscription ("" when none)
 
 
+class HistoryRecord(Protocol):
+    """The fields of a record the rules read: a :class:`Record`, or a lighter row built straight from
+    Arrow columns (:mod:`ackspec.pipeline.columnar`, what the Spark job and the benchmark feed in)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def type(self) -> RecordType: ...
+    @property
+    def op(self) -> Op: ...
+    @property
+    def process(self) -> str: ...
+    @property
+    def destination(self) -> str | None: ...
+    @property
+    def subscription(self) -> str | None: ...
+    @property
+    def producer(self) -> str | None: ...
+    @property
+    def seq(self) -> int | None: ...
+    @property
+    def ack_mode(self) -> str | None: ...
+    @property
+    def transaction(self) -> str | None: ...
+    @property
+    def redelivered(self) -> bool | None: ...
+    @property
+    def delivery_count(self) -> int | None: ...
+    @property
+    def outcome(self) -> str | None: ...
+    @property
+    def limit(self) -> int | None: ...
+    @property
+    def value(self) -> Any: ...
+
+
 @dataclass(slots=True)
 class _Delivery:
-    record: Record
+    record: HistoryRecord
     consumer: Consumer
     key: MessageKey
     dead_letter: bool
@@ -84,14 +121,15 @@ def check_histories(records: Iterable[Record]) -> CheckResult:
     sends = SendCounts()
     for (run, test), history in groups.items():
         history.sort(key=lambda r: r.index)
-        found, counts = _check_one(run, test, history)
+        found, counts = check_one(run, test, history)
         anomalies.extend(found)
         sends = sends + counts
     anomalies.sort()
     return CheckResult(tuple(anomalies), sends, total)
 
 
-def _check_one(run: str, test: str, history: list[Record]) -> tuple[list[Anomaly], SendCounts]:
+def check_one(run: str, test: str, history: Sequence[HistoryRecord]) -> tuple[list[Anomaly], SendCounts]:
+    """The anomalies and send counts of one history ``(run, test)``, its records sorted by index."""
     anomalies: list[Anomaly] = []
 
     def report(kind: AnomalyKind, key: MessageKey, ops: Iterable[int], *, decisive: bool = False) -> None:
@@ -103,10 +141,10 @@ def _check_one(run: str, test: str, history: list[Record]) -> tuple[list[Anomaly
     committed: dict[str, int] = {}
     rolled_back: set[str] = set()
     max_redeliveries: int | None = None
-    send_records: dict[MessageKey, list[Record]] = defaultdict(list)
+    send_records: dict[MessageKey, list[HistoryRecord]] = defaultdict(list)
     deliveries: list[_Delivery] = []
     by_consumer: dict[Consumer, list[_Delivery]] = defaultdict(list)
-    settlements: list[Record] = []
+    settlements: list[HistoryRecord] = []
     resets: dict[str, list[int]] = defaultdict(list)
     limits: dict[Consumer, list[tuple[int, int]]] = defaultdict(list)
     rejected: set[MessageKey] = set()
@@ -309,7 +347,7 @@ def _check_one(run: str, test: str, history: list[Record]) -> tuple[list[Anomaly
     return anomalies, counts
 
 
-def _send_status(records: list[Record], committed: dict[str, int], rolled_back: set[str]) -> str:
+def _send_status(records: list[HistoryRecord], committed: dict[str, int], rolled_back: set[str]) -> str:
     confirms = [r for r in records if r.op is Op.CONFIRM and r.type is not RecordType.INVOKE]
     if confirms:
         types = {r.type for r in confirms}

@@ -191,7 +191,8 @@ def check_runs(runs: Sequence[_Run], master: str | None, engine: str) -> tuple[l
     try:
         result = check_dataframe(union).collect()
     except Exception as exc:
-        if type(exc).__name__ in ("SparkException", "Py4JJavaError", "AnalysisException", "SparkRuntimeException"):
+        if type(exc).__name__ in ("SparkException", "Py4JJavaError", "AnalysisException", "SparkRuntimeException",
+                                  "PythonException"):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise AckspecError(f"Spark could not read the histories: {first[:300]}") from exc
         raise

@@ -1,0 +1,113 @@
+"""History rows straight from Arrow columns, cut into whole histories: what the checks read at scale.
+
+Building a :class:`ackspec.history.record.Record` per row (a frozen dataclass of 24
+fields, its JSON ``value`` decoded) costs several times more than checking it. The
+rules (:func:`ackspec.pipeline.checks_python.check_one`) read 15 fields, so a row
+here is a named tuple of those, made from whole Arrow columns at once, ``type`` and
+``op`` mapped to their enums by table lookup and ``value`` left as its JSON text
+(the rules decode the few that matter). The Spark job's Python workers and the
+benchmark's single-process checker both use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ackspec.history.record import Op, RecordType
+
+
+class Row(NamedTuple):
+    """The fields of a history record the rules read (satisfies ``checks_python.HistoryRecord``)."""
+
+    index: int  # type: ignore[assignment]  # the record's index; shadows tuple.index on purpose
+    type: RecordType
+    op: Op
+    process: str
+    destination: str | None
+    subscription: str | None
+    producer: str | None
+    seq: int | None
+    ack_mode: str | None
+    transaction: str | None
+    redelivered: bool | None
+    delivery_count: int | None
+    outcome: str | None
+    limit: int | None
+    value: Any
+
+
+KEY_FIELDS = ("run", "test")
+"""The history key: ``test`` is ``""`` when absent (as in ``check_histories``)."""
+
+COLUMNS: tuple[str, ...] = (*KEY_FIELDS, *Row._fields)
+"""The columns :func:`histories` reads, in this order."""
+
+_TYPES = {str(t): t for t in RecordType}
+_OPS = {str(o): o for o in Op}
+
+
+def _enums(column: Any, members: dict[str, Any], what: str) -> list[Any]:
+    try:
+        return [members[value] for value in column.to_pylist()]
+    except KeyError as exc:
+        raise ValueError(f"history record with unknown {what} {exc.args[0]!r}") from None
+
+
+def rows(batch: Any) -> list[Row]:
+    """The rows of an Arrow RecordBatch or Table holding the :data:`COLUMNS` (more columns are ignored)."""
+    columns: list[list[Any]] = []
+    for name in Row._fields:
+        column = batch.column(name)
+        if name == "type":
+            columns.append(_enums(column, _TYPES, "type"))
+        elif name == "op":
+            columns.append(_enums(column, _OPS, "op"))
+        else:
+            columns.append(column.to_pylist())
+    return list(map(Row._make, zip(*columns, strict=True)))
+
+
+def histories(batches: Iterable[Any]) -> Iterator[tuple[str, str, list[Row]]]:
+    """``(run, test, rows)`` per history of Arrow batches sorted by ``(run, test, index)``.
+
+    A history may span batches (Spark cuts its Arrow stream every N rows, wherever that
+    falls): it is yielded once, whole, when the next history starts or the input ends.
+    Only the current batch and the current history are held in memory.
+    """
+    key: tuple[str, str] | None = None
+    current: list[Row] = []
+    for batch in batches:
+        size = batch.num_rows
+        if size == 0:
+            continue
+        runs = batch.column("run")
+        tests = pc.fill_null(batch.column("test"), "")
+        if size > 1:
+            change = pc.or_(pc.not_equal(runs.slice(1), runs.slice(0, size - 1)),
+                            pc.not_equal(tests.slice(1), tests.slice(0, size - 1)))
+            starts = [0, *(np.flatnonzero(change.to_numpy(zero_copy_only=False)) + 1).tolist()]
+        else:
+            starts = [0]
+        batch_rows = rows(batch)
+        for start, end in zip(starts, [*starts[1:], size], strict=True):
+            here = (runs[start].as_py(), tests[start].as_py())
+            if here == key:
+                current.extend(batch_rows[start:end])
+                continue
+            if key is not None:
+                yield key[0], key[1], current
+            key, current = here, batch_rows[start:end]
+    if key is not None:
+        yield key[0], key[1], current
+
+
+def table_histories(table: pa.Table) -> Iterator[tuple[str, str, list[Row]]]:
+    """The histories of an Arrow table in any order (sorted here by ``(run, test, index)``)."""
+    table = table.set_column(table.schema.get_field_index("test"), "test", pc.fill_null(table.column("test"), ""))
+    table = table.sort_by([("run", "ascending"), ("test", "ascending"), ("index", "ascending")])
+    return histories(table.to_batches(max_chunksize=65_536))
