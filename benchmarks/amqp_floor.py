@@ -180,6 +180,7 @@ class _OutLink:
     impl: Ptr
     stats: _LinkStats
     unsettled: deque[Ptr] = field(default_factory=deque)
+    tag_index: int = 0
 
 
 class FloorProtocol(asyncio.Protocol):
@@ -189,7 +190,9 @@ class FloorProtocol(asyncio.Protocol):
     one per transfer and disposition, so instead the endpoint states are polled once per piece
     of input (a handful of calls that find nothing in steady state) and deliveries are walked
     link by link: an incoming link's current delivery until one is still partial, an outgoing
-    link's unsettled deliveries from the oldest while the client has given them an outcome.
+    link's unsettled deliveries from the oldest while the client has given them an outcome (a
+    client settling out of order would keep the later ones waiting until the oldest is settled;
+    the bench's client settles in order).
     """
 
     def __init__(self, store: dict[str, int], payload: bytes,
@@ -213,7 +216,6 @@ class FloorProtocol(asyncio.Protocol):
         self.out_buffer = bytearray(1 << 16)
         self.out_ptr = ffi.from_buffer(self.out_buffer)
         self.out_view = memoryview(self.out_buffer)
-        self.tag_index = 0
         self.closing = False
         self.touched: set[_LinkStats] = set()
         """Links that moved messages in the current read (to date their first and last)."""
@@ -308,14 +310,14 @@ class FloorProtocol(asyncio.Protocol):
         self.store[address] -= n
         payload, size = self.payload, self.payload_size
         tags = _TAG_ARGS
-        i = self.tag_index
+        i = out.tag_index
         append = out.unsettled.append
         for _ in range(n):
             append(_delivery(impl, tags[i]))
             i = (i + 1) % _TAGS
             _link_send(impl, payload, size)
             _link_advance(impl)
-        self.tag_index = i
+        out.tag_index = i
         out.stats.messages += n
         self.touched.add(out.stats)
 
@@ -548,7 +550,13 @@ def drive(targets: list[str], messages: int, repetitions: int, body_bytes: int, 
                 endpoints[label] = AmqpEndpoint("floor", "127.0.0.1", floor.port, None, None, "path")
                 pids[label] = floor.proc.pid
             elif label == "reference":
-                endpoints[label] = stack.enter_context(reference_broker())
+                try:
+                    endpoints[label] = stack.enter_context(reference_broker())
+                except AckspecError as exc:
+                    print(f"reference: {exc}", file=sys.stderr, flush=True)
+                    for row in rows.values():
+                        row.errors[label] = str(exc)
+                    continue
                 if (pid := _reference_pid()) is not None:
                     pids[label] = pid
             elif label in REAL_BROKERS:
