@@ -672,6 +672,9 @@ def main(argv: list[str] | None = None) -> int:
         serve(args.port, args.loop, body, args.profile)
         return 0
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    unknown = [t for t in targets if t not in LABELS]
+    if unknown or not targets:
+        parser.error(f"unknown target(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(LABELS)}")
     return drive(targets, args.messages, args.repetitions, args.body_bytes, args.loop, args.profile)
 
 
