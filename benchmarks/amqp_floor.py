@@ -60,7 +60,8 @@ way to see where the CPU goes.
 Usage (real brokers from ``brokers/start.sh``; the reference broker is started as the bench does)::
 
     python benchmarks/amqp_floor.py [--messages N] [--repetitions R]
-                                    [--targets floor,reference,artemis,activemq6] [--loop asyncio|uvloop]
+                                    [--targets floor,reference,artemis,activemq6] [--rows presettled,window,consume]
+                                    [--loop asyncio|uvloop]
                                     [--profile FILE]
 
 Wrap it in ``flock /tmp/ackspec/bench.lock`` on a shared machine. It prints a Markdown table
@@ -535,11 +536,12 @@ def _fmt(value: float | None) -> str:
     return "error" if value is None else f"{value:,.0f}"
 
 
-def drive(targets: list[str], messages: int, repetitions: int, body_bytes: int, loop_name: str,
-          profile: str | None) -> int:
+def drive(targets: list[str], row_names: list[str], messages: int, repetitions: int, body_bytes: int,
+          loop_name: str, profile: str | None) -> int:
     body = (b"0123456789" * (body_bytes // 10 + 1))[:body_bytes]
     print(f"before: {_uptime()}", file=sys.stderr, flush=True)
-    rows = {s.name: Row() for s in SCENARIOS}
+    scenarios = [s for s in SCENARIOS if s.name in row_names]
+    rows = {s.name: Row() for s in scenarios}
     with contextlib.ExitStack() as stack:
         endpoints: dict[str, AmqpEndpoint] = {}
         floor: FloorProcess | None = None
@@ -567,14 +569,14 @@ def drive(targets: list[str], messages: int, repetitions: int, body_bytes: int, 
             else:
                 raise SystemExit(f"amqp_floor: unknown target {label!r} (floor, reference, {', '.join(REAL_BROKERS)})")
         for label, ep in endpoints.items():  # warm-up, not measured: first connections, JITs, caches
-            for scenario in SCENARIOS:
+            for scenario in scenarios:
                 try:
                     scenario.run(ep, min(messages, 2000), body)
                 except (AckspecError, OSError) as exc:
                     print(f"{label} warm-up {scenario.name}: ERROR {exc}", file=sys.stderr, flush=True)
                 if label == "floor" and floor is not None:
                     floor.stats()
-        for scenario in SCENARIOS:
+        for scenario in scenarios:
             row = rows[scenario.name]
             for rep in range(repetitions):
                 for label, ep in endpoints.items():
@@ -659,6 +661,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repetitions", type=int, default=3, help="runs per row and target (default 3)")
     parser.add_argument("--targets", default="floor,reference,artemis,activemq6",
                         help="comma-separated: floor, reference, rabbitmq, artemis, activemq6")
+    parser.add_argument("--rows", default="presettled,window,consume",
+                        help="comma-separated parts of row names (default: presettled,window,consume)")
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the floor's event loop")
     parser.add_argument("--body-bytes", type=int, default=100)
     parser.add_argument("--profile", help="run the floor server under cProfile, write the stats here and print them")
@@ -675,7 +679,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [t for t in targets if t not in LABELS]
     if unknown or not targets:
         parser.error(f"unknown target(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(LABELS)}")
-    return drive(targets, args.messages, args.repetitions, args.body_bytes, args.loop, args.profile)
+    rows = [s.name for s in SCENARIOS if any(r.strip() and r.strip() in s.name for r in args.rows.split(","))]
+    if not rows:
+        parser.error(f"--rows {args.rows!r} matches none of {', '.join(s.name for s in SCENARIOS)}")
+    return drive(targets, rows, args.messages, args.repetitions, args.body_bytes, args.loop, args.profile)
 
 
 if __name__ == "__main__":
