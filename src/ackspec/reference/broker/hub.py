@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ackspec.reference.broker.core import BrokerCore
-from ackspec.reference.broker.effects import Confirm, Effect, JournalAppend
+from ackspec.reference.broker.effects import Confirm, Deliver, Effect, JournalAppend
 from ackspec.reference.broker.model import ConnId
 from ackspec.reference.broker.records import Record
 
@@ -65,17 +65,22 @@ class Hub:
     def apply(self, effects: list[Effect]) -> None:
         handlers = self.handlers
         for e in effects:
-            if isinstance(e, JournalAppend):
-                if self.journaling:
-                    self._journal.append(e.record)
-                    self.appended += 1
-            elif isinstance(e, Confirm):
+            # the two effects of every message first, by exact class (effects are never subclassed)
+            if type(e) is Deliver:
+                h = handlers.get(e.conn)
+                if h is not None:
+                    h.on_effect(e)
+            elif type(e) is Confirm:
                 h = handlers.get(e.conn)
                 if h is not None:
                     needs = self.appended if e.durable and self.journaling else 0
                     if needs > self.synced:
                         self.awaiting[e.conn] = needs
                     h.on_confirm(e, needs)
+            elif isinstance(e, JournalAppend):
+                if self.journaling:
+                    self._journal.append(e.record)
+                    self.appended += 1
             else:
                 h = handlers.get(e.conn)
                 if h is not None:
