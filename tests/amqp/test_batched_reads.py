@@ -1,0 +1,133 @@
+"""Transfers and acceptances of one read are handed to the core in batches; the outcome is per message.
+
+Sans-IO: a proton client engine and :class:`AmqpConnection` exchange bytes in memory. One read
+carries many transfers (some unusual: undecodable, without an address) or many dispositions;
+every transfer gets its own outcome, the queue keeps the client's order, and an acceptance batch
+with a delivery the core does not know ends that link as a single one would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proton import Delivery, Endpoint, Link, Message
+
+from ackspec.reference.amqp.connection import AmqpConnection
+from ackspec.reference.amqp.pump import EnginePump, client_engine
+from ackspec.reference.broker import BrokerCore
+from ackspec.reference.broker.hub import Hub
+
+Q = "/queue/batched"
+
+
+class _Pair:
+    def __init__(self) -> None:
+        self.core = BrokerCore()
+        self.hub = Hub(self.core)
+        self.hub.journaling = False
+        self.broker = AmqpConnection("amqp-1", self.hub)
+        self.hub.attach("amqp-1", self.broker)
+        self.conn, transport, collector = client_engine("client", "localhost", None, None)
+        self.client = EnginePump(transport, collector, lambda _event: None)
+        self.conn.open()
+        self.session = self.conn.session()
+        self.session.open()
+
+    def pump(self) -> None:
+        for _ in range(10):
+            out = self.client.take_output()
+            if out:
+                self.broker.receive_data(out)  # everything the client wrote: one read
+            self.client.feed(self.broker.data_to_send())
+            self.client.dispatch()
+
+
+def _send(link: Link, payload: bytes, tag: int, *, settled: bool = False) -> Delivery:
+    dlv = link.delivery(b"t%d" % tag)
+    link.send(payload)
+    link.advance()
+    if settled:
+        dlv.settle()
+    return dlv
+
+
+def _encoded(body: bytes, address: str | None = None) -> bytes:
+    return bytes(Message(body=body, address=address).encode())
+
+
+def test_each_transfer_of_a_read_gets_its_own_outcome_in_order() -> None:
+    pair = _Pair()
+    sender = pair.session.sender("s")  # no target address: each message's 'to' decides
+    sender.open()
+    pair.pump()
+    good = _encoded(b"x", Q)
+    plan: list[tuple[bytes, bool]] = [
+        (good, False), (good, True), (b"\x00\x53\x77\xff", False),  # undecodable
+        (good, False), (_encoded(b"no address"), False), (good, True), (good, False),
+    ]
+    deliveries = [_send(sender, payload, i, settled=settled) for i, (payload, settled) in enumerate(plan)]
+    pair.pump()
+    outcomes = [d.remote_state for d, (_p, settled) in zip(deliveries, plan, strict=True) if not settled]
+    assert outcomes == [Delivery.ACCEPTED, Delivery.REJECTED, Delivery.ACCEPTED, Delivery.REJECTED,
+                        Delivery.ACCEPTED]
+    assert pair.core.queue_depth(Q) == 5
+
+
+def test_a_read_of_acceptances_settles_each_and_refills_credit() -> None:
+    pair = _Pair()
+    sender = pair.session.sender("s")
+    sender.target.address = Q
+    sender.open()
+    pair.pump()
+    for i in range(20):
+        _send(sender, _encoded(b"m%d" % i), i, settled=True)
+    receiver = pair.session.receiver("r")
+    receiver.source.address = Q
+    receiver.snd_settle_mode = Link.SND_UNSETTLED
+    receiver.open()
+    receiver.flow(10)
+    pair.pump()
+    got: list[Any] = []
+    while (current := receiver.current) is not None:
+        receiver.recv(current.pending)
+        receiver.advance()
+        got.append(current)
+    assert len(got) == 10
+    sub = pair.core.delivery_subscription("amqp-1", 1)
+    assert sub is not None
+    for dlv in got:  # all ten dispositions leave in one write: one read for the broker
+        dlv.update(Delivery.ACCEPTED)
+        dlv.settle()
+    receiver.flow(10)
+    pair.pump()
+    assert pair.core.queue_depth(Q) == 0
+    assert pair.core.unacked("amqp-1", sub) == list(range(11, 21))  # the first ten settled, ten more sent
+
+
+def test_an_acceptance_the_core_does_not_know_ends_the_link() -> None:
+    pair = _Pair()
+    sender = pair.session.sender("s")
+    sender.target.address = Q
+    sender.open()
+    pair.pump()
+    for i in range(3):
+        _send(sender, _encoded(b"m%d" % i), i, settled=True)
+    receiver = pair.session.receiver("r")
+    receiver.source.address = Q
+    receiver.open()
+    receiver.flow(3)
+    pair.pump()
+    sub = pair.core.delivery_subscription("amqp-1", 1)
+    assert sub is not None and pair.core.unacked("amqp-1", sub) == [1, 2, 3]
+    # the core forgets delivery 2 behind the listener's back (as if settled elsewhere): the batch of
+    # three acceptances then fails in the core and is replayed one by one, ending the link at the second
+    pair.hub.apply(pair.core.settle("amqp-1", 2))
+    while (current := receiver.current) is not None:
+        receiver.recv(current.pending)
+        receiver.advance()
+        current.update(Delivery.ACCEPTED)
+        current.settle()
+    pair.pump()
+    assert receiver.state & Endpoint.REMOTE_CLOSED
+    assert receiver.remote_condition is not None and receiver.remote_condition.name == "amqp:not-allowed"
+    assert not pair.core.has_subscription("amqp-1", sub) or pair.core.unacked("amqp-1", sub) == [3]
