@@ -43,7 +43,7 @@ class _Pair:
 
 
 def _send(link: Link, payload: bytes, tag: int, *, settled: bool = False) -> Delivery:
-    dlv = link.delivery(b"t%d" % tag)
+    dlv = link.delivery(f"t{tag}")
     link.send(payload)
     link.advance()
     if settled:
