@@ -918,18 +918,17 @@ class AmqpConnection:
     def _confirm(self, token: object) -> None:
         if token.__class__ is not _Token:
             return
-        assert isinstance(token, _Token)
         dlv = token.delivery
         kind = token.kind
-        if kind == "settle":
-            self._settle_out(dlv)
-        elif kind == "transfer":
+        if kind == "transfer":
             if token.extra:  # transactional: report the presumptive outcome (4.4.1)
                 self._answer(dlv, TRANSACTIONAL_STATE, data=[_txn_of_transfer(dlv), Described(ulong(ACCEPTED), [])])
             elif dlv in self._open_in:  # _answer(dlv, ACCEPTED) inlined: every unsettled transfer comes here
                 self._open_in.discard(dlv)
                 _delivery_update(dlv, ACCEPTED)
                 _delivery_settle(dlv)
+        elif kind == "settle":
+            self._settle_out(dlv)
         elif kind == "discharge":
             txn, fail = token.extra
             self._answer(dlv, ACCEPTED)

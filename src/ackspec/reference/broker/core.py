@@ -348,11 +348,15 @@ class BrokerCore:
         next_seq = self._seq.__next__
         next_pos = self._pos.__next__
         ready = q.ready
+        depth = len(ready) + len(q.returned) + len(q.parked)  # kept up to date below, not recounted
         for body, headers, persistent, confirm in messages:
-            if len(ready) + len(q.returned) + len(q.parked) >= limit:
-                if confirm is not None:
-                    out.append(Reject(conn, confirm, f"queue {destination} is full"))
-                continue
+            if depth >= limit:
+                if q.consumers:  # deliveries made room
+                    depth = len(ready) + len(q.returned) + len(q.parked)
+                if depth >= limit:
+                    if confirm is not None:
+                        out.append(Reject(conn, confirm, f"queue {destination} is full"))
+                    continue
             seq = next_seq()
             msg = Message(f"{boot}-{seq}", destination, body, headers, persistent, conn, seq)
             journaled = False
@@ -361,6 +365,7 @@ class BrokerCore:
                 self._journaled.add(msg.message_id)
                 journaled = sync
             ready.append(_Entry(msg, next_pos()))
+            depth += 1
             if q.consumers:
                 self._dispatch(q, out)
             if confirm is not None:
