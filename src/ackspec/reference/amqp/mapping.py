@@ -184,9 +184,16 @@ def _uint(value: int) -> bytes:
 def encode_delivery(message: CoreMessage, *, delivery_count: int, redelivered: bool) -> bytes:
     """Exactly what ``from_core(...).encode()`` carries, without building a proton Message per delivery:
     a header section (durable, first-acquirer, delivery-count) + the rest, all written by hand."""
+    if not delivery_count and not redelivered:  # a first delivery: one of two headers
+        header = _FIRST_DURABLE if message.persistent else _FIRST
+        if not message.headers:  # the usual message: no property to sort out
+            return header + write_bare(message.message_id, message.destination, message.body, _NO_MAPPED, ())
+        return header + _bare(message)
     key = (message.persistent, redelivered, delivery_count)
-    header = _HEADERS.get(key)
-    if header is None:
+    cached = _HEADERS.get(key)
+    if cached is not None:
+        header = cached
+    else:
         fields = (b"\x41" if message.persistent else b"\x42") + b"\x40\x40" + (b"\x42" if redelivered else b"\x41") \
             + _uint(delivery_count)
         header = b"\x00\x53\x70\xc0" + bytes([len(fields) + 1, 5]) + fields
@@ -198,6 +205,9 @@ def encode_delivery(message: CoreMessage, *, delivery_count: int, redelivered: b
 
 
 _NO_MAPPED: dict[str, str] = {}
+_FIRST = b"\x00\x53\x70\xc0\x06\x05\x42\x40\x40\x41\x43"
+"""The header section of a first delivery of a non-durable message (first-acquirer, delivery-count 0)."""
+_FIRST_DURABLE = b"\x00\x53\x70\xc0\x06\x05\x41\x40\x40\x41\x43"
 
 
 _HEADERS: dict[tuple[bool, bool, int], bytes] = {}

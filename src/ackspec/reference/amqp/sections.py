@@ -386,8 +386,17 @@ def write_bare(message_id: str, address: str, body: bytes, mapped: dict[str, str
     """The sections after the header of a delivery, as proton encodes the message :func:`.mapping.from_core`
     builds: properties (message-id, to and the mapped fields), application-properties, one data section."""
     size = len(body)
-    data = (b"\x00\x53\x75\xa0%c" % size) if size < 256 else (b"\x00\x53\x75\xb0" + _U32.pack(size))
     if not mapped and not props:  # the usual case: message-id and to only
+        mid = message_id.encode("utf-8")
+        tail = _TO_TAILS.get(address)
+        if tail is None:
+            tail = _to_tail(address)
+        fields = len(mid) + tail[0]
+        if fields < 256 and size < 256:
+            return b"\x00\x53\x73\xc0%c\x03\xa1%c%b%b\x00\x53\x75\xa0%c%b" % (
+                fields, len(mid), mid, tail[1], size, body)
+    data = (b"\x00\x53\x75\xa0%c" % size) if size < 256 else (b"\x00\x53\x75\xb0" + _U32.pack(size))
+    if not mapped and not props:
         mid = message_id.encode("utf-8")
         to = address.encode("utf-8")
         fields = len(mid) + len(to) + 6  # count, a1 n id, null, a1 n to
@@ -407,6 +416,21 @@ def write_bare(message_id: str, address: str, body: bytes, mapped: dict[str, str
 
 
 _EMPTY_APPLICATION_PROPERTIES = b"\x00\x53\x74\xd1\x00\x00\x00\x04\x00\x00\x00\x00"
+_TO_TAILS: dict[str, tuple[int, bytes]] = {}
+"""Per destination: what follows the message-id in a plain delivery's properties (null user-id, ``to``,
+the empty application-properties) and the list size it adds. Encoded once per destination rather than
+per delivery (~0.2 us each); at most :data:`_TO_TAILS_MAX` kept, then started afresh."""
+_TO_TAILS_MAX = 1024
+
+
+def _to_tail(address: str) -> tuple[int, bytes]:
+    to = address.encode("utf-8")
+    if len(to) > 255:
+        return 256, b""  # too long for the one-byte form: write_bare's general path
+    if len(_TO_TAILS) >= _TO_TAILS_MAX:
+        _TO_TAILS.clear()
+    tail = _TO_TAILS[address] = (len(to) + 6, b"\x40\xa1%c%b%b" % (len(to), to, _EMPTY_APPLICATION_PROPERTIES))
+    return tail
 
 
 __all__ = ["Incoming", "Unhandled", "read_message", "write_bare"]
