@@ -491,6 +491,8 @@ class Row:
     errors: dict[str, str] = field(default_factory=dict)
     floor_cpu_us: list[float] = field(default_factory=list)
     scenario_cpu_us: dict[str, list[float]] = field(default_factory=dict)
+    client_busy: dict[str, list[float]] = field(default_factory=dict)
+    """Per target: the bench client's (this process's) CPU time over the scenario's wall time."""
     """floor and reference: the server process's CPU over the whole scenario (both directions) per message."""
 
 
@@ -583,6 +585,7 @@ def drive(targets: list[str], row_names: list[str], messages: int, repetitions: 
                     if label in row.errors:
                         continue
                     cpu0 = _cpu_ns(pids[label]) if label in pids else 0
+                    client0, wall0 = time.process_time(), time.perf_counter()
                     try:
                         rate = scenario.run(ep, messages, body)
                     except (AckspecError, OSError) as exc:
@@ -590,7 +593,9 @@ def drive(targets: list[str], row_names: list[str], messages: int, repetitions: 
                         print(f"{label} {scenario.name}: ERROR {exc}", file=sys.stderr, flush=True)
                         continue
                     row.runs.setdefault(label, []).append(rate)
-                    extra = ""
+                    busy = (time.process_time() - client0) / (time.perf_counter() - wall0)
+                    row.client_busy.setdefault(label, []).append(busy)
+                    extra = f", client busy {busy:.0%}"
                     if label in pids:
                         whole = (_cpu_ns(pids[label]) - cpu0) / 1e3 / messages
                         row.scenario_cpu_us.setdefault(label, []).append(whole)
@@ -646,6 +651,11 @@ def _print_table(targets: list[str], rows: dict[str, Row], messages: int, repeti
         if cpu_of:
             cells.append(" / ".join(_fmt_us(_median(row.scenario_cpu_us.get(t, []))) for t in cpu_of))
         print("| " + " | ".join(cells) + " |")
+    for label in targets:
+        busy = [_median(row.client_busy.get(label, [])) for row in rows.values()]
+        shares = " / ".join("-" if b is None else f"{b:.0%}" for b in busy)
+        print(f"bench client busy during the {LABELS[label]} runs (its CPU time / wall time, whole scenario; near "
+              f"100% the client sets the rate; waiting for a core counts as idle): {shares}")
     print("\nfloor CPU, measured direction: the floor process's CPU from the first to the last message of the row's "
           "timed direction, per message (1 / it = what one core could carry). scenario CPU: the server process's "
           "CPU over the whole scenario run (connect, the timed direction and the untimed preload or drain, "
