@@ -41,6 +41,8 @@ INF = float("inf")
 INF_INDEX = 2**62
 MessageKey = tuple[str | None, str, int]  # destination, producer ("" when none), seq
 Consumer = tuple[str, str]  # process, subscription ("" when none)
+_RESET = frozenset(Op(op) for op in RESET_OPS)
+_NO_VALUE: dict[str, Any] = {}
 
 
 class HistoryRecord(Protocol):
@@ -105,6 +107,31 @@ class _Delivery:
         return r.redelivered is not True and (r.delivery_count is None or r.delivery_count <= 1)
 
 
+_NOT_FAILED = frozenset({RecordType.INVOKE, RecordType.OK, RecordType.INFO})
+RULE_RECORDS: dict[Op, frozenset[RecordType] | None] = {
+    Op.SEND: None, Op.CONFIRM: None, Op.CRASH: None, Op.DISCONNECT: None,
+    Op.RECEIVE: frozenset({RecordType.OK}), Op.ACK: frozenset({RecordType.OK}), Op.NACK: frozenset({RecordType.OK}),
+    Op.COMMIT: frozenset({RecordType.OK, RecordType.FAIL}), Op.ABORT: frozenset({RecordType.OK}),
+    Op.RECOVER: frozenset({RecordType.OK}), Op.UNSUBSCRIBE: frozenset({RecordType.OK}),
+    Op.SUBSCRIBE: _NOT_FAILED, Op.FLOW: _NOT_FAILED, Op.EXPECT: frozenset({RecordType.OK}),
+}
+"""The records :func:`check_one` reads, by operation: the record types that matter (``None``: all).
+Any record with a ``value`` matters too (it may configure ``max_redeliveries``). The rest
+(connect, begin, the invocations of receives and acks: about a third of a history) cannot
+change a verdict, so the Spark job drops them before its shuffle; tests/pipeline check that
+dropping them changes nothing."""
+
+
+def is_rule_record(record: HistoryRecord) -> bool:
+    """Whether :func:`check_one` reads ``record`` (see :data:`RULE_RECORDS`)."""
+    if record.value is not None:
+        return True
+    if record.op not in RULE_RECORDS:
+        return False
+    types = RULE_RECORDS[record.op]
+    return types is None or record.type in types
+
+
 def check_history(records: Iterable[Record]) -> list[Anomaly]:
     """All anomalies of one or more histories, sorted. See :func:`check_histories` for send counts."""
     return list(check_histories(records).anomalies)
@@ -150,39 +177,45 @@ def check_one(run: str, test: str, history: Sequence[HistoryRecord]) -> tuple[li
     rejected: set[MessageKey] = set()
     intents: list[tuple[int, bool, tuple[str | None, str | None, int | None]]] = []  # index, delivered?, scope
 
-    for r in history:
+    for r in history:  # one dispatch on the operation per record (the hot loop of the Spark workers too)
         op, typ = r.op, r.type
-        if max_redeliveries is None:
+        if max_redeliveries is None and r.value is not None:
             configured = value_dict(r.value).get(VALUE_MAX_REDELIVERIES)
             if isinstance(configured, int) and not isinstance(configured, bool):
                 max_redeliveries = configured
-        if op is Op.COMMIT and r.transaction is not None:
-            if typ is RecordType.OK:
-                committed.setdefault(r.transaction, r.index)
-            elif typ is RecordType.FAIL:
+        if op is Op.RECEIVE:
+            if typ is RecordType.OK and r.seq is not None:
+                value = value_dict(r.value) if r.value is not None else _NO_VALUE
+                d = _Delivery(r, (r.process, r.subscription or ""), (r.destination, r.producer or "", r.seq),
+                              value.get(VALUE_DEAD_LETTER) is True, value.get(VALUE_PRIORITY))
+                deliveries.append(d)
+                by_consumer[d.consumer].append(d)
+        elif op is Op.SEND or op is Op.CONFIRM:
+            if r.seq is not None:
+                send_records[(r.destination, r.producer or "", r.seq)].append(r)
+        elif op is Op.ACK or op is Op.NACK:
+            if typ is RecordType.OK and r.seq is not None:
+                settlements.append(r)
+                if op is Op.NACK and r.outcome in REJECT_OUTCOMES:
+                    rejected.add((r.destination, r.producer or "", r.seq))
+        elif op is Op.COMMIT:
+            if r.transaction is not None:
+                if typ is RecordType.OK:
+                    committed.setdefault(r.transaction, r.index)
+                elif typ is RecordType.FAIL:
+                    rolled_back.add(r.transaction)
+        elif op is Op.ABORT:
+            if r.transaction is not None and typ is RecordType.OK:
                 rolled_back.add(r.transaction)
-        elif op is Op.ABORT and r.transaction is not None and typ is RecordType.OK:
-            rolled_back.add(r.transaction)
-        if op in (Op.SEND, Op.CONFIRM) and r.seq is not None:
-            send_records[(r.destination, r.producer or "", r.seq)].append(r)
-        elif op is Op.RECEIVE and typ is RecordType.OK and r.seq is not None:
-            value = value_dict(r.value)
-            d = _Delivery(r, (r.process, r.subscription or ""), (r.destination, r.producer or "", r.seq),
-                          value.get(VALUE_DEAD_LETTER) is True, value.get(VALUE_PRIORITY))
-            deliveries.append(d)
-            by_consumer[d.consumer].append(d)
-        elif op in (Op.ACK, Op.NACK) and typ is RecordType.OK and r.seq is not None:
-            settlements.append(r)
-        if op.value in RESET_OPS and (typ is RecordType.OK or op in (Op.CRASH, Op.DISCONNECT)):
-            resets[r.process].append(r.index)
-        if op in (Op.SUBSCRIBE, Op.FLOW) and r.limit is not None and typ is not RecordType.FAIL:
-            limits[(r.process, r.subscription or "")].append((r.index, r.limit))
-        if op is Op.NACK and typ is RecordType.OK and r.seq is not None and r.outcome in REJECT_OUTCOMES:
-            rejected.add((r.destination, r.producer or "", r.seq))
-        if op is Op.EXPECT and typ is RecordType.OK:
+        elif op is Op.SUBSCRIBE or op is Op.FLOW:
+            if r.limit is not None and typ is not RecordType.FAIL:
+                limits[(r.process, r.subscription or "")].append((r.index, r.limit))
+        elif op is Op.EXPECT and typ is RecordType.OK:
             declared = value_dict(r.value).get(VALUE_EXPECT)
             intents.append((r.index, isinstance(declared, str) and declared == EXPECT_DELIVERED,
                             (r.destination or None, r.producer or None, r.seq)))
+        if op in _RESET and (typ is RecordType.OK or op is Op.CRASH or op is Op.DISCONNECT):
+            resets[r.process].append(r.index)
 
     # --- send status ---------------------------------------------------------------------
     status: dict[MessageKey, str] = {}
