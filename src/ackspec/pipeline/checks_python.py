@@ -84,17 +84,15 @@ class HistoryRecord(Protocol):
 @dataclass(slots=True)
 class _Delivery:
     record: HistoryRecord
+    index: int  # the record's (read often: a field, not a property)
     consumer: Consumer
     key: MessageKey
+    topic: bool  # the destination is a topic: duplicates are per consumer, no dead-lettering check
     dead_letter: bool
     priority: object
     ack_at: float = INF  # effective index of the first acknowledgement covering it
     reset_at: float = INF  # index of the first reset (crash, recover, abort ...) of its process after it
     settle_at: float = INF  # ... of the first ack or nack covering it, or a reset of its process
-
-    @property
-    def index(self) -> int:
-        return self.record.index
 
     @property
     def unmarked(self) -> bool:
@@ -186,8 +184,8 @@ def check_one(run: str, test: str, history: Sequence[HistoryRecord]) -> tuple[li
         if op is Op.RECEIVE:
             if typ is RecordType.OK and r.seq is not None:
                 value = value_dict(r.value) if r.value is not None else _NO_VALUE
-                d = _Delivery(r, (r.process, r.subscription or ""), (r.destination, r.producer or "", r.seq),
-                              value.get(VALUE_DEAD_LETTER) is True, value.get(VALUE_PRIORITY))
+                d = _Delivery(r, r.index, (r.process, r.subscription or ""), (r.destination, r.producer or "", r.seq),
+                              is_topic(r.destination), value.get(VALUE_DEAD_LETTER) is True, value.get(VALUE_PRIORITY))
                 deliveries.append(d)
                 by_consumer[d.consumer].append(d)
         elif op is Op.SEND or op is Op.CONFIRM:
@@ -311,7 +309,7 @@ def check_one(run: str, test: str, history: Sequence[HistoryRecord]) -> tuple[li
     scopes: dict[tuple[str, MessageKey], list[_Delivery]] = defaultdict(list)
     for d in deliveries:
         if not d.dead_letter:
-            scope = "/".join(d.consumer) if is_topic(d.key[0]) else ""
+            scope = "/".join(d.consumer) if d.topic else ""
             scopes[(scope, d.key)].append(d)
     for (_, key), ds in scopes.items():
         acked = min(ds, key=lambda d: (d.ack_at, d.index))
@@ -350,7 +348,7 @@ def check_one(run: str, test: str, history: Sequence[HistoryRecord]) -> tuple[li
     # --- dead-lettering (queues) --------------------------------------------------------
     per_message: dict[MessageKey, list[_Delivery]] = defaultdict(list)
     for d in deliveries:
-        if not is_topic(d.key[0]):
+        if not d.topic:
             per_message[d.key].append(d)
     for key, ds in per_message.items():
         normal = [d for d in ds if not d.dead_letter]

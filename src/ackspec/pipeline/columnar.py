@@ -11,6 +11,7 @@ benchmark's single-process checker both use it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -47,6 +48,7 @@ KEY_FIELDS = ("run", "test")
 COLUMNS: tuple[str, ...] = (*KEY_FIELDS, *Row._fields)
 """The columns :func:`histories` reads, in this order."""
 
+_new_row = functools.partial(tuple.__new__, Row)  # Row._make without its Python frame per row
 _TYPES = {str(t): t for t in RecordType}
 _OPS = {str(o): o for o in Op}
 
@@ -69,7 +71,7 @@ def rows(batch: Any) -> list[Row]:
             columns.append(_enums(column, _OPS, "op"))
         else:
             columns.append(column.to_pylist())
-    return list(map(Row._make, zip(*columns, strict=True)))
+    return list(map(_new_row, zip(*columns, strict=True)))
 
 
 def histories(batches: Iterable[Any]) -> Iterator[tuple[str, str, list[Row]]]:

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+import zipfile
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -95,4 +98,23 @@ def get_session(master: str | None = None, *, app_name: str = "ackspec-pipeline"
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if not local:
+        ship_package(spark)
     return spark
+
+
+def ship_package(spark: Any) -> Path:
+    """Send this ackspec package to the executors of a cluster (``addPyFile`` of a zip of it).
+
+    The checks run ``ackspec.pipeline.checks_python.check_one`` in the executors' Python
+    workers (:mod:`ackspec.pipeline.checks_spark`); a cluster's nodes then need only Python,
+    pyarrow and pandas, not an ackspec installation of the same version as the driver's.
+    """
+    package = Path(__file__).resolve().parents[1]
+    archive = Path(tempfile.mkdtemp(prefix="ackspec-pyfiles-")) / "ackspec.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for file in sorted(package.rglob("*")):
+            if file.is_file() and "__pycache__" not in file.parts:
+                zf.write(file, Path("ackspec") / file.relative_to(package))
+    spark.sparkContext.addPyFile(str(archive))
+    return archive
