@@ -21,11 +21,15 @@ Neutral API (stable; ``conn`` is a host-chosen connection id string):
 ``add_credit(conn, sub, n, drain=False)``              AMQP flow; with ``drain`` leftover credit -> ``Drained``
 ``publish(conn, dest, body, headers=(),``              enqueue (queue) or copy to every subscriber (topic).
 ``        persistent=False, tx=None, confirm=None)``   ``confirm`` is echoed in ``Confirm``/``Reject``
+``publish_many(conn, dest, [(body, headers,``          the same as one ``publish`` per message (no
+``             persistent, confirm), ...])``            transaction): one call for a read's worth of sends
 ``settle(conn, delivery_id, Settlement(...),``         ACK = ``ACCEPT``; NACK = ``REQUEUE`` (count + 1);
 ``       cumulative=None, tx=None, confirm=None)``     ``RELEASE`` (no count change); ``Settlement(MODIFIED,
                                                        delivery_failed, undeliverable_here)``;
                                                        ``Settlement(REJECTED, reason=...)`` -> DLQ.
                                                        ``cumulative`` defaults to ``ack is AckMode.CLIENT``
+``accept_many(conn, [delivery_id, ...])``              ``settle(..., ACCEPT, cumulative=False)`` per id, the
+                                                       queue dispatched once; unknown ids change nothing
 ``begin(conn, tx)`` / ``commit(conn, tx, confirm=)``   transactions: sends and settlements held until commit
 ``abort(conn, tx, redeliver_settled=True, confirm=)``  roll back (AMQP: ``redeliver_settled=False`` keeps the
                                                        deliveries acquired, per AMQP 4.4.2)
