@@ -26,7 +26,7 @@ The floor server (``--serve``, started in its own process like the reference bro
   pre-settled, ``pn_delivery_settle``;
 * a consumer (the bench drains each queue it filled, and the consume row preloads one): one
   pre-encoded message (the bench's 100-byte non-durable one) per credit, up to what the address
-  received; each ``accepted`` disposition settled;
+  received, written :data:`SEND_CHUNK` at a time; each ``accepted`` disposition settled;
 * credit topped up when half is used (per piece) and, at the end of every read, back to the full
   window: the bench client, after its last pre-settled transfer, waits up to 50 ms for the socket
   to be readable although nothing is owed to it, so a broker that is silent at that moment
@@ -50,7 +50,9 @@ machine's load moves single figures by 20-50 %, so only clear differences count)
   2.0-2.2 us, about a third less;
 * uvloop instead of asyncio's loop (``--loop uvloop``): no difference beyond noise (1.4-1.6 /
   1.8-2.2 / 1.9-2.5 us);
-* output written once per read instead of once per 8 kB piece: no difference beyond noise.
+* output written once per read instead of once per 8 kB piece: no difference beyond noise;
+* deliveries written in chunks of :data:`SEND_CHUNK` instead of all the credit at once: consume
+  row 263-269k -> 300-317k msg/s in alternating runs (the client is kept busy sooner).
 
 ``--profile FILE`` runs the floor under cProfile: its call counts are exact (the C calls each
 message costs), but its times are wall-clock, so on a loaded machine they also count the time
@@ -106,6 +108,9 @@ from ackspec.errors import AckspecError
 
 WINDOW = 1000
 """Credit the floor keeps open on every link a client sends on (as the reference broker does)."""
+SEND_CHUNK = 128
+"""Deliveries written per flush when credit arrives: the client starts on the first ones while the
+floor makes the rest (consume row ~15 % faster than one flush per credit grant; 64-256 alike, 32 slower)."""
 
 Ptr = Any
 """A C pointer of proton's API (cffi ``cdata``)."""
@@ -305,9 +310,13 @@ class FloorProtocol(asyncio.Protocol):
         """One pre-encoded message per credit, as long as the address has messages."""
         impl = out.impl
         address = out.stats.address
-        n = min(_link_credit(impl), self.store[address], _TAGS - len(out.unsettled))
-        if n <= 0:
-            return
+        while (n := min(_link_credit(impl), self.store[address], _TAGS - len(out.unsettled), SEND_CHUNK)) > 0:
+            self.send_chunk(out, n)
+            self.flush()
+
+    def send_chunk(self, out: _OutLink, n: int) -> None:
+        impl = out.impl
+        address = out.stats.address
         self.store[address] -= n
         payload, size = self.payload, self.payload_size
         tags = _TAG_ARGS
