@@ -14,6 +14,11 @@ in one run, taking turns with the reference broker and the real brokers. Then:
 * ``reference / floor`` is the share of the reachable rate the reference broker gets (the rest
   of the gap is our broker logic, the part worth optimising).
 
+The bench client is one Python process too: when it is busy nearly all the wall time of the
+floor's runs (printed under the table), the floor's msg/s is the client's ceiling, not the
+floor's, and ``floor / fastest real`` is a lower bound; the floor's CPU per message (``1 /`` it
+is what one core could carry) then says how far above it the floor would go.
+
 The floor server (``--serve``, started in its own process like the reference broker):
 
 * one :class:`asyncio.Protocol` per socket; SASL ANONYMOUS by proton itself (the bench client
