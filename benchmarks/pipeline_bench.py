@@ -106,6 +106,7 @@ def rss_tree(pid: int) -> int:
 
 def measure(args: list[str], timeout: float) -> dict[str, Any]:
     """Run this script as a child in ``--child`` mode; poll its memory; return its JSON result."""
+    load_before = os.getloadavg()
     process = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
     peak = 0
     done = threading.Event()
@@ -131,6 +132,8 @@ def measure(args: list[str], timeout: float) -> dict[str, Any]:
         return {"error": f"exit {process.returncode}", "peak_rss": peak}
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     result["peak_rss"] = peak
+    # the machine is shared: the 1/5/15-minute load averages before and after, to report with the figure
+    result["load"] = {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]}
     return result
 
 
