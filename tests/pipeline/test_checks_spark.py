@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
+from pyspark.sql import functions as F
 
 from ackspec.pipeline.anomalies import AnomalyKind
 from ackspec.pipeline.checks_python import check_histories
@@ -65,3 +67,11 @@ def test_histories_cut_across_arrow_batches_are_checked_whole(spark: Any) -> Non
     python = check_histories(records)
     assert found.anomalies == python.anomalies == tuple(sorted(a for h in histories for a in h.expected))
     assert found.sends == python.sends
+
+
+def test_an_unknown_operation_is_named_not_dropped(spark: Any) -> None:
+    records = [r for h in generate_suite(2, seed=1) for r in h.records]
+    df = records_dataframe(spark, records).withColumn(
+        "op", F.when(F.col("index") == 3, F.lit("bogus")).otherwise(F.col("op")))
+    with pytest.raises(Exception, match="unknown op 'bogus'"):
+        check_histories_spark(df)

@@ -32,6 +32,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ackspec.history.record import Op, RecordType
 from ackspec.pipeline import columnar
 from ackspec.pipeline.anomalies import Anomaly, AnomalyKind, CheckResult, SendCounts
 from ackspec.pipeline.checks_python import RULE_RECORDS, check_one
@@ -105,9 +106,13 @@ def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
 
 
 def _rule_record() -> Column:
-    """The Spark predicate of :func:`ackspec.pipeline.checks_python.is_rule_record`."""
+    """The Spark predicate of :func:`ackspec.pipeline.checks_python.is_rule_record`, keeping also the
+    records of an unknown (or missing) operation or type, so the workers name them in a clear error
+    instead of dropping them silently."""
     any_type = [str(op) for op, types in RULE_RECORDS.items() if types is None]
-    wanted = F.col("value").isNotNull() | F.col("op").isin(*any_type)
+    unknown = (F.col("op").isNull() | F.col("type").isNull() | ~F.col("op").isin(*[str(op) for op in Op])
+               | ~F.col("type").isin(*[str(t) for t in RecordType]))
+    wanted = unknown | F.col("value").isNotNull() | F.col("op").isin(*any_type)
     for op, types in RULE_RECORDS.items():
         if types is not None:
             wanted = wanted | ((F.col("op") == str(op)) & F.col("type").isin(*sorted(str(t) for t in types)))

@@ -193,7 +193,10 @@ def check_runs(runs: Sequence[_Run], master: str | None, engine: str) -> tuple[l
     except Exception as exc:
         if type(exc).__name__ in ("SparkException", "Py4JJavaError", "AnalysisException", "SparkRuntimeException",
                                   "PythonException"):
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            # a Python worker's error ends with its own line (e.g. "ValueError: history record with unknown op")
+            first = (lines[-1] if type(exc).__name__ == "PythonException" else lines[0]) if lines \
+                else type(exc).__name__
             raise AckspecError(f"Spark could not read the histories: {first[:300]}") from exc
         raise
     return list(result.anomalies), result.sends, "spark"
