@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from proton import Delivery, Endpoint, Link, Message
 
 from ackspec.reference.amqp.connection import AmqpConnection
@@ -55,11 +56,19 @@ def _encoded(body: bytes, address: str | None = None) -> bytes:
     return bytes(Message(body=body, address=address).encode())
 
 
-def test_each_transfer_of_a_read_gets_its_own_outcome_in_order() -> None:
+@pytest.mark.parametrize("walked", [True, False])
+def test_each_transfer_of_a_read_gets_its_own_outcome_in_order(walked: bool) -> None:
+    """``walked``: the link's transfers are read by walking it (one link the client sends on), else
+    one delivery event at a time (a second sending link, idle, makes the connection read events)."""
     pair = _Pair()
     sender = pair.session.sender("s")  # no target address: each message's 'to' decides
     sender.open()
+    if not walked:
+        idle = pair.session.sender("idle")
+        idle.target.address = Q
+        idle.open()
     pair.pump()
+    assert (pair.broker._walked is not None) is walked
     good = _encoded(b"x", Q)
     plan: list[tuple[bytes, bool]] = [
         (good, False), (good, True), (b"\x00\x53\x77\xff", False),  # undecodable
@@ -131,3 +140,4 @@ def test_an_acceptance_the_core_does_not_know_ends_the_link() -> None:
     assert receiver.state & Endpoint.REMOTE_CLOSED
     assert receiver.remote_condition is not None and receiver.remote_condition.name == "amqp:not-allowed"
     assert not pair.core.has_subscription("amqp-1", sub) or pair.core.unacked("amqp-1", sub) == [3]
+

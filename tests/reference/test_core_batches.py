@@ -19,6 +19,7 @@ from ackspec.reference.broker import (
     Effect,
     Reject,
 )
+from ackspec.reference.broker.trace import Tracer
 from ackspec.reference.faults import FaultInjector
 
 Batch = list[tuple[bytes, tuple[tuple[str, str], ...], bool, object]]
@@ -121,3 +122,27 @@ def test_accept_many_with_an_unknown_id_changes_nothing() -> None:
     with pytest.raises(CoreError):
         core.accept_many("c1", [ids[1]])
     assert core.unacked("c1", "s") == ids
+
+
+def test_accept_many_traces_what_settle_per_delivery_traces() -> None:
+    """Acceptances are counted per batch (Tracer.trace_many), interleaved over two subscriptions:
+    the requirement counts equal those of one settle per delivery."""
+    def delivered(core: BrokerCore) -> list[int]:
+        for conn in ("p", "c1"):
+            core.open(conn)
+        core.subscribe("c1", "s", "/queue/a", ack=AckMode.CLIENT_INDIVIDUAL)
+        core.subscribe("c1", "s2", "/queue/b", ack=AckMode.CLIENT_INDIVIDUAL)
+        ids: list[int] = []
+        for i in range(4):
+            for destination in ("/queue/a", "/queue/b"):
+                ids += [e.delivery_id for e in core.publish("p", destination, b"m%d" % i) if isinstance(e, Deliver)]
+        return ids
+
+    batched, single = BrokerCore(boot_id="b", tracer=Tracer()), BrokerCore(boot_id="b", tracer=Tracer())
+    ids = delivered(batched)
+    assert ids == delivered(single) and len(ids) == 8
+    batched.accept_many("c1", ids[:7])
+    for d in ids[:7]:
+        single.settle("c1", d, ACCEPT, cumulative=False)
+    assert batched.tracer.counts == single.tracer.counts
+    assert batched.tracer.counts["STOMP-ACK-CLIENT-INDIVIDUAL"] == 7

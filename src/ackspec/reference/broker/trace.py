@@ -25,6 +25,17 @@ class Tracer:
         if self.log_hits:
             log.info("%s %s", requirement_id, detail)
 
+    def trace_many(self, requirement_id: str, hits: int, detail: str = "") -> None:
+        """``hits`` hits of one ID at once: the same counts as ``hits`` calls of :meth:`trace` (and the same
+        log lines when logging is on). Why: a batch of hundreds of acceptances pays one count, not one per
+        message (~0.3 us each)."""
+        if hits <= 0:
+            return
+        self.counts[requirement_id] += hits
+        if self.log_hits:
+            for _ in range(hits):
+                log.info("%s %s", requirement_id, detail)
+
     def covered(self) -> set[str]:
         """Requirement IDs exercised so far."""
         return set(self.counts)
