@@ -223,6 +223,7 @@ class AmqpConnection:
         self.error: str | None = None
         self._links: dict[Ptr, _InLink | _OutLink] = {}
         self._walked: _InLink | None = None  # see _links_changed
+        self._single_out: _OutLink | None = None  # see _links_changed
         self._in_links: dict[Ptr, _InLink] = {}
         self._out_by_sub: dict[str, _OutLink] = {}
         self._open_in: set[Ptr] = set()
@@ -367,6 +368,9 @@ class AmqpConnection:
                         walk = self._walked  # read later, all at once: this event is not looked at
                         continue
                     dlv = _event_delivery(event)
+                    if self._single_out is not None:  # the only link: its own ids tell its deliveries
+                        self._disposition(dlv, self._single_out)
+                        continue
                     state = links.get(_delivery_link(dlv))
                     if state is None:
                         pass  # a link we refused or closed
@@ -584,8 +588,11 @@ class AmqpConnection:
         sends on (not a coordinator: declares must come before the transfers that use them, whatever
         link those are on), and no link we send unsettled deliveries on (the client's dispositions
         are events to read; deliveries we send pre-settled get none we would look at)."""
+        links = self._links
+        only = next(iter(links.values())) if len(links) == 1 else None
+        self._single_out = only if isinstance(only, _OutLink) else None
         walked: _InLink | None = None
-        for state in self._links.values():
+        for state in links.values():
             if isinstance(state, _InLink):
                 if walked is not None or state.coordinator:
                     walked = None
@@ -936,7 +943,16 @@ class AmqpConnection:
         if needs_sync and needs_sync > self.hub.synced:
             self._awaiting_sync.append((needs_sync, effect))
             return
-        self._confirm(effect.token)
+        token = effect.token
+        if token.__class__ is _Token and token.kind == "transfer" and not token.extra:
+            # every unsettled plain transfer comes here: _confirm's first case, inline
+            dlv = token.delivery
+            if dlv in self._open_in:
+                self._open_in.discard(dlv)
+                _delivery_update(dlv, ACCEPTED)
+                _delivery_settle(dlv)
+        else:
+            self._confirm(token)
         self.on_output()
 
     def on_synced(self, synced: int) -> None:
@@ -951,8 +967,25 @@ class AmqpConnection:
 
     def on_effect(self, effect: Effect) -> None:
         """Carry out one effect the core addressed to this connection."""
-        if effect.__class__ is Deliver:
-            self._deliver(effect)
+        if effect.__class__ is Deliver:  # every delivery comes here: the common case of _deliver, inline
+            out = self._out_by_sub.get(effect.sub)
+            faults = self.core.faults
+            if out is None or (faults is not None and faults.any_mutant):
+                self._deliver(effect)
+            else:
+                delivery_id = effect.delivery_id
+                payload = encode_delivery(effect.message, delivery_count=effect.delivery_count,
+                                          redelivered=effect.redelivered)
+                impl = out.impl
+                tag = b"%d" % delivery_id
+                dlv = _delivery(impl, (len(tag), ffi.from_buffer(tag)))
+                _link_send(impl, payload, len(payload))
+                _link_advance(impl)
+                out.core_credit -= 1
+                if out.ack is AckMode.AUTO:
+                    _delivery_settle(dlv)
+                else:
+                    out.ids[dlv] = delivery_id
         elif isinstance(effect, Confirm):
             self._confirm(effect.token)
         elif isinstance(effect, Reject):
