@@ -59,6 +59,7 @@ from ackspec.reference.amqp.mapping import (
 from ackspec.reference.amqp.mutants import FrameRewriter
 from ackspec.reference.amqp.pump import EnginePump
 from ackspec.reference.amqp.sasl import SaslServer, SaslState
+from ackspec.reference.amqp.sections import read_plain
 from ackspec.reference.broker import (
     ACCEPT,
     RELEASE,
@@ -237,6 +238,7 @@ class AmqpConnection:
         self._accepts: list[int] = []
         self._accepts_on: _OutLink | None = None
         self._recv_buffer = bytearray(1 << 16)
+        self._recv_size = len(self._recv_buffer)
         self._recv_view = ffi.from_buffer(self._recv_buffer)  # what pn_link_recv writes into
         self._recv_bytes = memoryview(self._recv_buffer)
         faults = self.core.faults
@@ -550,12 +552,11 @@ class AmqpConnection:
 
     # -- incoming transfers ------------------------------------------------------------------------
 
-    def _recv(self, impl: Ptr) -> bytes:
-        """The current (complete) delivery's bytes: read straight into the buffer, without asking
-        ``pn_delivery_pending`` first (one C call less per transfer); a message that fills the buffer
-        is read on in a larger one."""
-        size = len(self._recv_buffer)
-        got = _link_recv(impl, self._recv_view, size)
+    def _recv(self, impl: Ptr, got: int) -> bytes:
+        """The current (complete) delivery's bytes, of which ``got`` were read into the buffer already
+        (straight, without asking ``pn_delivery_pending`` first: one C call less per transfer); a
+        message that fills the buffer is read on, and the buffer grown to fit it next time."""
+        size = self._recv_size
         if got < size:
             return self._recv_bytes[:got].tobytes() if got > 0 else b""
         parts = [self._recv_bytes.tobytes()]
@@ -565,6 +566,7 @@ class AmqpConnection:
                 parts.append(self._recv_bytes[:got].tobytes())
         payload = b"".join(parts)
         self._recv_buffer = bytearray(len(payload) + 1)
+        self._recv_size = len(self._recv_buffer)
         self._recv_view = ffi.from_buffer(self._recv_buffer)
         self._recv_bytes = memoryview(self._recv_buffer)
         return payload
@@ -622,7 +624,8 @@ class AmqpConnection:
             self._flush_batches()
             self._close_link(impl, ERR_TRANSFER_LIMIT, "transfer sent without link credit")
             return
-        payload = self._recv(impl)
+        got = _link_recv(impl, self._recv_view, self._recv_size)  # _recv's usual case, inline
+        payload = self._recv_bytes[:got].tobytes() if 0 < got < self._recv_size else self._recv(impl, got)
         _link_advance(impl)
         faults = self.core.faults
         if (state.coordinator or _delivery_remote_state(dlv) == TRANSACTIONAL_STATE
@@ -633,7 +636,8 @@ class AmqpConnection:
             return
         # the common case: a plain message outside any transaction, batched (see _flush_batches)
         try:
-            incoming = read_incoming(payload)
+            # the plainest messages by read_message's shortcut, without its two calls around it
+            incoming = (read_plain(payload) if len(payload) > 12 else None) or read_incoming(payload)
         except Exception as exc:
             self._flush_batches()
             self._open_in.add(dlv)

@@ -433,4 +433,8 @@ def _to_tail(address: str) -> tuple[int, bytes]:
     return tail
 
 
-__all__ = ["Incoming", "Unhandled", "read_message", "write_bare"]
+read_plain = _plain
+"""The plainest messages' shortcut on its own (``None``: not one of them), for callers that try it
+before :func:`read_message` (it needs more than 12 bytes)."""
+
+__all__ = ["Incoming", "Unhandled", "read_message", "read_plain", "write_bare"]
