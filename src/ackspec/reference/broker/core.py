@@ -774,6 +774,7 @@ class BrokerCore:
         deliveries = c.deliveries
         journaled = self._journaled
         append = out.append
+        new = tuple.__new__  # a Deliver built without its named tuple's Python-level __new__ (one frame less)
         while returned or ready:
             credit = s.credit
             if not c.writable or (credit is not None and credit <= 0) or (
@@ -787,7 +788,7 @@ class BrokerCore:
             if credit is not None:
                 s.credit = credit - 1
             msg = entry.msg
-            append(Deliver(conn_id, sub_id, did, msg, entry.redelivered, entry.delivery_count))
+            append(new(Deliver, (conn_id, sub_id, did, msg, entry.redelivered, entry.delivery_count)))
             if entry.redelivered:
                 self.tracer.trace("JMS-3.4.7-REDELIVERED-SET", msg.destination)
             if auto:
