@@ -12,35 +12,9 @@ from typing import Any
 
 import pytest
 from proton import Delivery, Endpoint, Link, Message
-
-from ackspec.reference.amqp.connection import AmqpConnection
-from ackspec.reference.amqp.pump import EnginePump, client_engine
-from ackspec.reference.broker import BrokerCore
-from ackspec.reference.broker.hub import Hub
+from tests.amqp.inmemory import InMemoryPair
 
 Q = "/queue/batched"
-
-
-class _Pair:
-    def __init__(self) -> None:
-        self.core = BrokerCore()
-        self.hub = Hub(self.core)
-        self.hub.journaling = False
-        self.broker = AmqpConnection("amqp-1", self.hub)
-        self.hub.attach("amqp-1", self.broker)
-        self.conn, transport, collector = client_engine("client", "localhost", None, None)
-        self.client = EnginePump(transport, collector, lambda _event: None)
-        self.conn.open()
-        self.session = self.conn.session()
-        self.session.open()
-
-    def pump(self) -> None:
-        for _ in range(10):
-            out = self.client.take_output()
-            if out:
-                self.broker.receive_data(out)  # everything the client wrote: one read
-            self.client.feed(self.broker.data_to_send())
-            self.client.dispatch()
 
 
 def _send(link: Link, payload: bytes, tag: int, *, settled: bool = False) -> Delivery:
@@ -60,7 +34,7 @@ def _encoded(body: bytes, address: str | None = None) -> bytes:
 def test_each_transfer_of_a_read_gets_its_own_outcome_in_order(walked: bool) -> None:
     """``walked``: the link's transfers are read by walking it (one link the client sends on), else
     one delivery event at a time (a second sending link, idle, makes the connection read events)."""
-    pair = _Pair()
+    pair = InMemoryPair()
     sender = pair.session.sender("s")  # no target address: each message's 'to' decides
     sender.open()
     if not walked:
@@ -83,7 +57,7 @@ def test_each_transfer_of_a_read_gets_its_own_outcome_in_order(walked: bool) -> 
 
 
 def test_a_read_of_acceptances_settles_each_and_refills_credit() -> None:
-    pair = _Pair()
+    pair = InMemoryPair()
     sender = pair.session.sender("s")
     sender.target.address = Q
     sender.open()
@@ -114,7 +88,7 @@ def test_a_read_of_acceptances_settles_each_and_refills_credit() -> None:
 
 
 def test_an_acceptance_the_core_does_not_know_ends_the_link() -> None:
-    pair = _Pair()
+    pair = InMemoryPair()
     sender = pair.session.sender("s")
     sender.target.address = Q
     sender.open()

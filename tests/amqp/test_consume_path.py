@@ -15,46 +15,15 @@ from typing import Any, cast
 
 import pytest
 from proton import Delivery, Link, Message
+from tests.amqp.inmemory import InMemoryPair
 
-from ackspec.reference.amqp.connection import SEND_CHUNK, AmqpConnection
-from ackspec.reference.amqp.pump import EnginePump, client_engine
-from ackspec.reference.broker import BrokerCore
-from ackspec.reference.broker.hub import Hub
+from ackspec.reference.amqp.connection import SEND_CHUNK
 
 Q = "/queue/consume-path"
 DLQ = "/queue/DLQ"
 
 
-class _Pair:
-    def __init__(self, *, flush_now: bool = False) -> None:
-        self.core = BrokerCore()
-        self.hub = Hub(self.core)
-        self.hub.journaling = False
-        self.flushes = 0
-        self.broker = AmqpConnection("amqp-1", self.hub, flush_now=self._flush_now if flush_now else None)
-        self.hub.attach("amqp-1", self.broker)
-        self.conn, transport, collector = client_engine("client", "localhost", None, None)
-        self.client = EnginePump(transport, collector, lambda _event: None)
-        self.conn.open()
-        self.session = self.conn.session()
-        self.session.open()
-        self.written = b""
-
-    def _flush_now(self) -> None:
-        self.flushes += 1
-        self.written += self.broker.data_to_send()
-
-    def pump(self) -> None:
-        for _ in range(10):
-            out = self.client.take_output()
-            if out:
-                self.broker.receive_data(out)  # everything the client wrote: one read
-            self.client.feed(self.written + self.broker.data_to_send())
-            self.written = b""
-            self.client.dispatch()
-
-
-def _consumer_with(pair: _Pair, count: int) -> tuple[Link, Link]:
+def _consumer_with(pair: InMemoryPair, count: int) -> tuple[Link, Link]:
     """A sender link (kept open, as the bench keeps it) that filled Q with ``count`` messages, and a
     receiver link on Q, unsettled, without credit yet."""
     sender = pair.session.sender("s")
@@ -88,7 +57,7 @@ def _received(receiver: Link) -> list[tuple[Any, bytes]]:
 
 @pytest.mark.parametrize("order", ["delivered", "reversed"])
 def test_mixed_outcomes_of_one_read_are_applied_in_the_clients_order(order: str) -> None:
-    pair = _Pair()
+    pair = InMemoryPair()
     _sender, receiver = _consumer_with(pair, 8)
     assert pair.broker._single_out is not None and pair.broker._walked is None
     receiver.flow(8)
@@ -112,7 +81,7 @@ def test_mixed_outcomes_of_one_read_are_applied_in_the_clients_order(order: str)
 
 
 def test_an_acceptance_ahead_of_an_older_delivery_applies_alone() -> None:
-    pair = _Pair()
+    pair = InMemoryPair()
     _sender, receiver = _consumer_with(pair, 2)
     receiver.flow(2)
     pair.pump()
@@ -132,7 +101,7 @@ def test_an_acceptance_ahead_of_an_older_delivery_applies_alone() -> None:
 
 def test_a_large_grant_is_written_in_chunks_and_a_drain_leaves_no_credit() -> None:
     total = 3 * SEND_CHUNK + 5
-    pair = _Pair(flush_now=True)
+    pair = InMemoryPair(flush_now=True)
     _sender, receiver = _consumer_with(pair, total)
     receiver.flow(total + 10)
     pair.pump()

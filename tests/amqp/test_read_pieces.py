@@ -8,6 +8,7 @@ from __future__ import annotations
 import struct
 
 from proton import Data, Described, Endpoint, Link, Message, uint, ulong
+from tests.amqp.inmemory import InMemoryPair
 
 from ackspec.reference.amqp.connection import AmqpConnection
 from ackspec.reference.amqp.pump import EnginePump, client_engine
@@ -24,35 +25,9 @@ def _transfer(delivery_id: int, body: bytes) -> bytes:
     return struct.pack(">IBBH", 8 + len(payload), 2, 0, 0) + payload
 
 
-class _Pair:
-    def __init__(self, receive_window: int) -> None:
-        self.core = BrokerCore()
-        hub = Hub(self.core)
-        hub.journaling = False
-        self.flushes = 0
-        self.broker = AmqpConnection("amqp-1", hub, receive_window=receive_window, flush_now=self._flush_now)
-        hub.attach("amqp-1", self.broker)
-        self.conn, transport, collector = client_engine("client", "localhost", None, None)
-        self.client = EnginePump(transport, collector, lambda _event: None)
-
-    def _flush_now(self) -> None:
-        self.flushes += 1
-        self.client.feed(self.broker.data_to_send())
-
-    def pump(self) -> None:
-        for _ in range(10):
-            out = self.client.take_output()
-            if out:  # b"" would mean the client closed its side
-                self.broker.receive_data(out)
-            self.client.feed(self.broker.data_to_send())
-            self.client.dispatch()
-
-
 def test_credit_granted_during_a_read_does_not_cover_transfers_of_that_read() -> None:
-    pair = _Pair(receive_window=4)
-    pair.conn.open()
-    session = pair.conn.session()
-    session.open()
+    pair = InMemoryPair(receive_window=4, flush_now=True)
+    session = pair.session
     sender = session.sender("raw-sender")
     sender.target.address = Q
     sender.snd_settle_mode = Link.SND_SETTLED

@@ -1,0 +1,44 @@
+"""A proton client engine and the listener's :class:`AmqpConnection` exchanging bytes in memory.
+
+The sans-IO tests of the listener's read paths (batched reads, read pieces, the consume path) need the
+same pair: no socket, and every client write handed to the broker as **one read**, so a test controls
+what arrives together. ``flush_now`` turns on the listener's mid-read flush, counted in ``flushes``.
+"""
+
+from __future__ import annotations
+
+from ackspec.reference.amqp.connection import RECEIVE_WINDOW, AmqpConnection
+from ackspec.reference.amqp.pump import EnginePump, client_engine
+from ackspec.reference.broker import BrokerCore
+from ackspec.reference.broker.hub import Hub
+
+
+class InMemoryPair:
+    """A reference broker core with one AMQP connection, and a client with an open session."""
+
+    def __init__(self, *, flush_now: bool = False, receive_window: int = RECEIVE_WINDOW) -> None:
+        self.core = BrokerCore()
+        self.hub = Hub(self.core)
+        self.hub.journaling = False
+        self.flushes = 0
+        self.broker = AmqpConnection("amqp-1", self.hub, receive_window=receive_window,
+                                     flush_now=self._flush_now if flush_now else None)
+        self.hub.attach("amqp-1", self.broker)
+        self.conn, transport, collector = client_engine("client", "localhost", None, None)
+        self.client = EnginePump(transport, collector, lambda _event: None)
+        self.conn.open()
+        self.session = self.conn.session()
+        self.session.open()
+
+    def _flush_now(self) -> None:
+        self.flushes += 1
+        self.client.feed(self.broker.data_to_send())
+
+    def pump(self) -> None:
+        """Up to ten exchanges: what the client wrote goes to the broker as one read, and back."""
+        for _ in range(10):
+            out = self.client.take_output()
+            if out:  # b"" would mean the client closed its side
+                self.broker.receive_data(out)
+            self.client.feed(self.broker.data_to_send())
+            self.client.dispatch()
