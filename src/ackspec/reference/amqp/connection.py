@@ -133,6 +133,8 @@ _link_flow = lib.pn_link_flow
 _link_state = lib.pn_link_state
 _link_current = lib.pn_link_current
 
+_new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__ (one frame less)
+
 _PN_DELIVERY = int(lib.PN_DELIVERY)
 _PN_LINK_FLOW = int(lib.PN_LINK_FLOW)
 _CLOSED = int(Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED)
@@ -380,12 +382,13 @@ class AmqpConnection:
                     return
                 self._flush_batches()  # may cause events of its own (our deliveries): look again
                 continue
+            kind = _event_type(event)
+            if kind == _PN_DELIVERY and self._walked is not None:
+                walk = self._walked  # read later, all at once: this event is not looked at
+                _collector_pop(collector)
+                continue
             try:
-                kind = _event_type(event)
                 if kind == _PN_DELIVERY:
-                    if self._walked is not None:
-                        walk = self._walked  # read later, all at once: this event is not looked at
-                        continue
                     dlv = _event_delivery(event)
                     # the only link we send on: its own ids tell its deliveries (no pn_delivery_link)
                     out = self._single_out
@@ -728,7 +731,7 @@ class AmqpConnection:
         else:
             self._open_in.add(dlv)
             self._publishes.append((incoming.body, incoming.headers, incoming.durable,
-                                    _Token("transfer", dlv, False)))
+                                    _new_tuple(_Token, ("transfer", dlv, False))))  # one frame less
 
     def _flush_batches(self) -> None:
         """Hand the core what was batched: the plain transfers read so far (one ``publish_many`` for

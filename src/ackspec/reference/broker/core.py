@@ -349,6 +349,7 @@ class BrokerCore:
         next_pos = self._pos.__next__
         ready = q.ready
         depth = len(ready) + len(q.returned) + len(q.parked)  # kept up to date below, not recounted
+        new = tuple.__new__  # Message and Confirm built without their named tuples' Python-level __new__
         for body, headers, persistent, confirm in messages:
             if depth >= limit:
                 if q.consumers:  # deliveries made room
@@ -358,7 +359,7 @@ class BrokerCore:
                         out.append(Reject(conn, confirm, f"queue {destination} is full"))
                     continue
             seq = next_seq()
-            msg = Message(f"{boot}-{seq}", destination, body, headers, persistent, conn, seq)
+            msg = new(Message, (f"{boot}-{seq}", destination, body, headers, persistent, conn, seq))
             journaled = False
             if persistent:
                 out.append(JournalAppend(Stored(msg)))
@@ -369,7 +370,7 @@ class BrokerCore:
             if q.consumers:
                 self._dispatch(q, out)
             if confirm is not None:
-                out.append(Confirm(conn, confirm, journaled))
+                out.append(new(Confirm, (conn, confirm, journaled)))
         return out
 
     def _route(self, q: _Queue | None, msg: Message, out: list[Effect], *, journal: bool) -> bool:
