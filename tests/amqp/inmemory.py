@@ -7,6 +7,8 @@ what arrives together. ``flush_now`` turns on the listener's mid-read flush, cou
 
 from __future__ import annotations
 
+from proton import Link, Message
+
 from ackspec.reference.amqp.connection import RECEIVE_WINDOW, AmqpConnection
 from ackspec.reference.amqp.pump import EnginePump, client_engine
 from ackspec.reference.broker import BrokerCore
@@ -42,3 +44,24 @@ class InMemoryPair:
                 self.broker.receive_data(out)
             self.client.feed(self.broker.data_to_send())
             self.client.dispatch()
+
+    def filled_queue_consumer(self, queue: str, count: int) -> tuple[Link, Link]:
+        """A sender link (kept open, as the bench keeps it) that filled ``queue`` with ``count``
+        pre-settled messages ``m0``, ``m1``, ..., and a receiver link on ``queue``, unsettled, without
+        credit yet."""
+        sender = self.session.sender("s")
+        sender.target.address = queue
+        sender.open()
+        self.pump()
+        for i in range(count):
+            dlv = sender.delivery(f"t{i}")
+            sender.send(bytes(Message(body=b"m%d" % i).encode()))
+            sender.advance()
+            dlv.settle()
+        receiver = self.session.receiver("r")
+        receiver.source.address = queue
+        receiver.snd_settle_mode = Link.SND_UNSETTLED
+        receiver.open()
+        self.pump()
+        assert self.core.queue_depth(queue) == count
+        return sender, receiver

@@ -58,16 +58,7 @@ def test_each_transfer_of_a_read_gets_its_own_outcome_in_order(walked: bool) -> 
 
 def test_a_read_of_acceptances_settles_each_and_refills_credit() -> None:
     pair = InMemoryPair()
-    sender = pair.session.sender("s")
-    sender.target.address = Q
-    sender.open()
-    pair.pump()
-    for i in range(20):
-        _send(sender, _encoded(b"m%d" % i), i, settled=True)
-    receiver = pair.session.receiver("r")
-    receiver.source.address = Q
-    receiver.snd_settle_mode = Link.SND_UNSETTLED
-    receiver.open()
+    _sender, receiver = pair.filled_queue_consumer(Q, 20)
     receiver.flow(10)
     pair.pump()
     got: list[Any] = []
@@ -89,15 +80,7 @@ def test_a_read_of_acceptances_settles_each_and_refills_credit() -> None:
 
 def test_an_acceptance_the_core_does_not_know_ends_the_link() -> None:
     pair = InMemoryPair()
-    sender = pair.session.sender("s")
-    sender.target.address = Q
-    sender.open()
-    pair.pump()
-    for i in range(3):
-        _send(sender, _encoded(b"m%d" % i), i, settled=True)
-    receiver = pair.session.receiver("r")
-    receiver.source.address = Q
-    receiver.open()
+    _sender, receiver = pair.filled_queue_consumer(Q, 3)
     receiver.flow(3)
     pair.pump()
     sub = pair.core.delivery_subscription("amqp-1", 1)

@@ -23,27 +23,6 @@ Q = "/queue/consume-path"
 DLQ = "/queue/DLQ"
 
 
-def _consumer_with(pair: InMemoryPair, count: int) -> tuple[Link, Link]:
-    """A sender link (kept open, as the bench keeps it) that filled Q with ``count`` messages, and a
-    receiver link on Q, unsettled, without credit yet."""
-    sender = pair.session.sender("s")
-    sender.target.address = Q
-    sender.open()
-    pair.pump()
-    for i in range(count):
-        dlv = sender.delivery(f"t{i}")
-        sender.send(bytes(Message(body=b"m%d" % i).encode()))
-        sender.advance()
-        dlv.settle()
-    receiver = pair.session.receiver("r")
-    receiver.source.address = Q
-    receiver.snd_settle_mode = Link.SND_UNSETTLED
-    receiver.open()
-    pair.pump()
-    assert pair.core.queue_depth(Q) == count
-    return sender, receiver
-
-
 def _received(receiver: Link) -> list[tuple[Any, bytes]]:
     got: list[tuple[Any, bytes]] = []
     while (current := receiver.current) is not None:
@@ -58,7 +37,7 @@ def _received(receiver: Link) -> list[tuple[Any, bytes]]:
 @pytest.mark.parametrize("order", ["delivered", "reversed"])
 def test_mixed_outcomes_of_one_read_are_applied_in_the_clients_order(order: str) -> None:
     pair = InMemoryPair()
-    _sender, receiver = _consumer_with(pair, 8)
+    _sender, receiver = pair.filled_queue_consumer(Q, 8)
     assert pair.broker._single_out is not None and pair.broker._walked is None
     receiver.flow(8)
     pair.pump()
@@ -82,7 +61,7 @@ def test_mixed_outcomes_of_one_read_are_applied_in_the_clients_order(order: str)
 
 def test_an_acceptance_ahead_of_an_older_delivery_applies_alone() -> None:
     pair = InMemoryPair()
-    _sender, receiver = _consumer_with(pair, 2)
+    _sender, receiver = pair.filled_queue_consumer(Q, 2)
     receiver.flow(2)
     pair.pump()
     (first, _), (second, _) = _received(receiver)
@@ -102,7 +81,7 @@ def test_an_acceptance_ahead_of_an_older_delivery_applies_alone() -> None:
 def test_a_large_grant_is_written_in_chunks_and_a_drain_leaves_no_credit() -> None:
     total = 3 * SEND_CHUNK + 5
     pair = InMemoryPair(flush_now=True)
-    _sender, receiver = _consumer_with(pair, total)
+    _sender, receiver = pair.filled_queue_consumer(Q, total)
     receiver.flow(total + 10)
     pair.pump()
     assert pair.flushes >= 3  # each full chunk written before the next is made
