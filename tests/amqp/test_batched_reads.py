@@ -43,17 +43,17 @@ def test_each_transfer_of_a_read_gets_its_own_outcome_in_order(walked: bool) -> 
         idle.open()
     pair.pump()
     assert (pair.broker._walked is not None) is walked
-    good = _encoded(b"x", Q)
     plan: list[tuple[bytes, bool]] = [
-        (good, False), (good, True), (b"\x00\x53\x77\xff", False),  # undecodable
-        (good, False), (_encoded(b"no address"), False), (good, True), (good, False),
+        (_encoded(b"g0", Q), False), (_encoded(b"g1", Q), True), (b"\x00\x53\x77\xff", False),  # undecodable
+        (_encoded(b"g2", Q), False), (_encoded(b"no address"), False), (_encoded(b"g3", Q), True),
+        (_encoded(b"g4", Q), False),
     ]
     deliveries = [_send(sender, payload, i, settled=settled) for i, (payload, settled) in enumerate(plan)]
     pair.pump()
     outcomes = [d.remote_state for d, (_p, settled) in zip(deliveries, plan, strict=True) if not settled]
     assert outcomes == [Delivery.ACCEPTED, Delivery.REJECTED, Delivery.ACCEPTED, Delivery.REJECTED,
                         Delivery.ACCEPTED]
-    assert pair.core.queue_depth(Q) == 5
+    assert [m.body for m in pair.core.queue_messages(Q)] == [b"g0", b"g1", b"g2", b"g3", b"g4"]
 
 
 def test_a_read_of_acceptances_settles_each_and_refills_credit() -> None:
