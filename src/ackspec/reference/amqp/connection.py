@@ -548,20 +548,29 @@ class AmqpConnection:
         self._in_links.pop(link._impl, None)
         self._links_changed()
         if isinstance(state, _OutLink):
-            self._out_by_sub.pop(state.sub, None)
-            if self.core.has_subscription(self.conn_id, state.sub):
-                self._run(self.core.unsubscribe(self.conn_id, state.sub))
+            self._unsubscribe(state)
         if not link.state & Endpoint.LOCAL_CLOSED:
             link.close()
 
+    def _unsubscribe(self, out: _OutLink) -> None:
+        """The link we sent on is gone: its subscription ends in the core, which puts back what is
+        still unsettled on it (redelivered), as at a detach."""
+        self._out_by_sub.pop(out.sub, None)
+        if self.core.has_subscription(self.conn_id, out.sub):
+            self._run(self.core.unsubscribe(self.conn_id, out.sub))
+
     def _close_link(self, impl: Ptr, name: str, description: str) -> None:
-        """End a link with an error (its state is dropped: later transfers and dispositions are ignored)."""
+        """End a link with an error (its state is dropped: later transfers and dispositions are ignored;
+        a link we sent on gives its unsettled messages back, since the client's detach that answers our
+        close finds no state left)."""
         state = self._links.pop(impl, None)
         self._in_links.pop(impl, None)
         self._links_changed()
         if state is not None:
             state.link.condition = Condition(name, description)
             state.link.close()
+            if isinstance(state, _OutLink):
+                self._unsubscribe(state)
 
     # -- flow -----------------------------------------------------------------------------------------
 
