@@ -776,8 +776,8 @@ class AmqpConnection:
                     except CoreError as exc:
                         if isinstance(token, _Token):
                             self._answer(token.delivery, REJECTED, condition=Condition(ERR_INVALID_FIELD, exc.message))
-                return
-            self._run_published(effects)
+            else:
+                self._run_published(effects)
         if self._accepts:
             ids, self._accepts = self._accepts, []
             out = self._accepts_on

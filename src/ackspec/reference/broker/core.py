@@ -466,7 +466,9 @@ class BrokerCore:
 
     def accept_many(self, conn: ConnId, delivery_ids: list[int]) -> list[Effect]:
         """Settle each delivery ``ACCEPT`` on its own (not cumulative, no transaction, nothing to
-        confirm): the same state and effects as one :meth:`settle` per id, in one call.
+        confirm): the same state and the same effects as one :meth:`settle` per id, in one call,
+        except for their order: every journal removal comes before the deliveries of the one dispatch
+        at the end (harmless: a delivery never waits for the journal).
 
         Why: an AMQP read carries the dispositions of hundreds of deliveries; the queue is
         dispatched once per subscription at the end instead of after each settlement, which
