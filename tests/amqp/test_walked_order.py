@@ -42,6 +42,19 @@ def _presettled(sender: Link, body: bytes) -> None:
     dlv.settle()
 
 
+def _settled_receiver(pair: InMemoryPair, address: str) -> Link:
+    """A receiver link on ``address`` whose deliveries the broker sends settled; not open yet."""
+    receiver = pair.session.receiver("r")
+    receiver.source.address = address
+    receiver.snd_settle_mode = Link.SND_SETTLED
+    return receiver
+
+
+def _subscribe(receiver: Link) -> None:
+    receiver.open()
+    receiver.flow(10)
+
+
 def _one_read(pair: InMemoryPair, steps: list[Callable[[], object]]) -> None:
     """Each step's frames in the order of the steps, all of them one read of the broker."""
     read = b""
@@ -65,27 +78,18 @@ def _bodies(receiver: Link) -> list[bytes]:
 @pytest.mark.parametrize("walked", [True, False])
 def test_a_transfer_after_a_subscription_in_one_read_reaches_the_new_subscriber(walked: bool) -> None:
     pair, sender = _pair(walked, T)
-    receiver = pair.session.receiver("r")
-    receiver.source.address = T
-    receiver.snd_settle_mode = Link.SND_SETTLED
-
-    def subscribe() -> None:
-        receiver.open()
-        receiver.flow(10)
-
+    receiver = _settled_receiver(pair, T)
     # T1 before the subscription (nobody gets it), T2 after it, in the same read
-    _one_read(pair, [lambda: _presettled(sender, b"T1"), subscribe, lambda: _presettled(sender, b"T2")])
+    _one_read(pair, [lambda: _presettled(sender, b"T1"), lambda: _subscribe(receiver),
+                     lambda: _presettled(sender, b"T2")])
     assert _bodies(receiver) == [b"T2"]
 
 
 @pytest.mark.parametrize("walked", [True, False])
 def test_a_transfer_after_a_consumer_closes_in_one_read_stays_in_the_queue(walked: bool) -> None:
     pair, sender = _pair(walked, Q)
-    receiver = pair.session.receiver("r")
-    receiver.source.address = Q
-    receiver.snd_settle_mode = Link.SND_SETTLED
-    receiver.open()
-    receiver.flow(10)
+    receiver = _settled_receiver(pair, Q)
+    _subscribe(receiver)
     pair.pump()
     # T1 to the consumer (settled on delivery), T2 after the consumer is gone, in the same read: kept
     _one_read(pair, [lambda: _presettled(sender, b"T1"), receiver.close, lambda: _presettled(sender, b"T2")])
