@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -34,6 +35,7 @@ from ackspec.conformance.verdicts import RequirementViolation
 from ackspec.history import INTENT_KEY, Intent, Op, Recorder
 
 SENTINEL_HEADER = "ackspec-sentinel"
+LOSS_CLEANUP_GRACE = 3  # receive timeouts a broker gets to give back what a dead connection held
 
 
 def seqs(deliveries: Iterable[Delivery]) -> list[int]:
@@ -128,6 +130,33 @@ class Harness:
         if len(got) < n:
             raise RequirementViolation(requirement, f"expected {n} {what}, got {len(got)}: "
                                        f"seqs {[d.seq for d in got]}", self.last_ops(1))
+        return got
+
+    def expect_n_after_loss(self, client: Client, subscription: str, n: int, requirement: str,
+                            what: str = "redeliveries") -> list[Delivery]:
+        """``n`` deliveries that come back because another connection died (crash, abrupt close).
+
+        A broker cleans up a dead connection asynchronously (Artemis fails the connection on one
+        thread and rolls its session back on another), so what it gives back may come later
+        than a plain receive timeout. A shortfall gets a further grace of
+        ``LOSS_CLEANUP_GRACE`` receive timeouts before it counts, and the violation says
+        what came in time, what came late and what never came, so a slow clean-up is not
+        mistaken for a loss and a loss is not blamed on a slow clean-up.
+        """
+        started = time.monotonic()
+        got = self.receive_n(client, subscription, n)
+        if len(got) == n:
+            return got
+        on_time = len(got)
+        late = self.receive_n(client, subscription, n - on_time, timeout=self.timeout * LOSS_CLEANUP_GRACE)
+        got += late
+        if len(got) < n:
+            raise RequirementViolation(
+                requirement,
+                f"expected {n} {what}, got {len(got)} in {time.monotonic() - started:.1f} s: seqs "
+                f"{seqs(got[:on_time])} within the {self.timeout:g} s receive timeout"
+                + (f", then {seqs(late)} late" if late else "") + "; the rest never came",
+                self.last_ops(1))
         return got
 
     def sentinel(self, client: Client, destination: str, *, persistent: bool = False) -> str:

@@ -70,7 +70,8 @@ def test_unacked_redelivered_after_crash(harness: Harness) -> None:
     c1.crash()
     c2 = harness.client()
     sub2 = c2.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    back = harness.expect_n(c2, sub2, 2, "STOMP-ACK-UNACKED-NOT-CONSUMED", "redeliveries after the crash")
+    back = harness.expect_n_after_loss(c2, sub2, 2, "STOMP-ACK-UNACKED-NOT-CONSUMED",
+                                       "redeliveries after the crash")
     for d in back:
         c2.ack(d)
     more = harness.barrier(c2, q, c2, sub2, ack_each=True)

@@ -154,6 +154,6 @@ def test_message_id_stable_across_redelivery(harness: Harness) -> None:
     c1.crash()
     c2 = harness.client()
     s2 = c2.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    again = harness.expect_n(c2, s2, 1, "STOMP-MESSAGE-ID-STABLE", "redelivery")[0]
+    again = harness.expect_n_after_loss(c2, s2, 1, "STOMP-MESSAGE-ID-STABLE", "redelivery")[0]
     check(first.message_id == again.message_id, "STOMP-MESSAGE-ID-STABLE",
           f"message-id changed on redelivery: {first.message_id!r} -> {again.message_id!r}")
