@@ -17,14 +17,18 @@ OUT=${ACKSPEC_TEST_OUT:-ackspec-out/test}
 BROKERS=${ACKSPEC_REAL_BROKERS-rabbitmq activemq artemis activemq6}
 failed=()
 
-step() {
+LOGS="$OUT/logs"
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+
+step() {  # NAME CMD...: run CMD, its output also kept in $LOGS/NAME.log for the summary at the end
   local name=$1; shift
-  local started=$SECONDS
+  local started=$SECONDS status
   echo "::: $name"
-  if "$@"; then
+  "$@" 2>&1 | tee "$LOGS/$name.log"
+  status=${PIPESTATUS[0]}
+  if [ "$status" -eq 0 ]; then
     echo "::: $name: ok ($((SECONDS - started)) s)"
   else
-    local status=$?
     echo "::: $name: FAILED with exit $status ($((SECONDS - started)) s)"
     failed+=("$name")
   fi
@@ -84,6 +88,13 @@ step matrix ackspec matrix "$OUT"/runs/* --out "$OUT/conformance-matrix.md"   # 
 
 echo
 if [ ${#failed[@]} -gt 0 ]; then
+  # the end of a long log is what a CI page shows: repeat why each failed step failed
+  for name in "${failed[@]}"; do
+    echo "--- $name: the end of its output ($LOGS/$name.log)"
+    grep -E '^(FAILED|ERROR) |^=+ .*(failed|error)|Timeout' "$LOGS/$name.log" | tail -n 20
+    tail -n 12 "$LOGS/$name.log"
+  done
+  echo
   echo "FAILED steps: ${failed[*]}"
   exit 1
 fi
