@@ -27,6 +27,8 @@ from ackspec.reference.client import (
     Session,
 )
 
+_SEND_EVENTS = frozenset({"window-ack", "window-reject", "send-ack"})  # events that name sends by wire token
+
 
 def _cut_error(exc: Exception) -> CutError:
     return CutError(type(exc).__name__, str(exc))
@@ -45,6 +47,8 @@ class RefClientCUT(ClientUnderTest):
         self._consumers: dict[str, MessageConsumer] = {}
         self._sends: dict[str, Message] = {}
         self._token_to_send: dict[str, str] = {}
+        self._token_of_thread: dict[int, str] = {}  # the send this thread is making: its wire token
+        self._unresolved: list[ClientEvent] = []  # send events that name a send not yet mapped to its handle
         self._received: dict[str, Message] = {}
         self._session_of: dict[str, str] = {}
         self._running: dict[str, int] = {}
@@ -71,6 +75,29 @@ class RefClientCUT(ClientUnderTest):
         self._conn.start()
 
     def _forward(self, event: ClientEvent) -> None:
+        """Report a client event in the CUT's terms (send handles, not wire tokens).
+
+        A window or send acknowledgement can come (on the wire's thread) before the send that
+        it names has returned and its token is mapped; such an event waits in ``_unresolved``
+        and is reported when the send is (:meth:`_register_token`), so no event ever carries
+        a raw token.
+        """
+        if event.kind == "send":
+            with self._lock:
+                self._token_of_thread[event["thread"]] = event["token"]
+            return
+        with self._lock:
+            if event.kind in _SEND_EVENTS and (self._unresolved or not self._resolvable(event)):
+                self._unresolved.append(event)
+                return
+        self._report(event)
+
+    def _resolvable(self, event: ClientEvent) -> bool:
+        d = event.detail
+        tokens = d["tokens"] if event.kind == "window-ack" else (d["token"],)
+        return all(t in self._token_to_send for t in tokens)
+
+    def _report(self, event: ClientEvent) -> None:
         d = event.detail
         if event.kind == "ack":
             self.events.append("ack", ack_type=int(d["ack_type"]), consumer=d["consumer"], messages=d["ack_ids"],
@@ -109,10 +136,20 @@ class RefClientCUT(ClientUnderTest):
         return message
 
     def _register_token(self, handle: str) -> None:
-        # The newest send of this connection is ours: map its wire token to our handle.
-        sends = self.connection.log.events("send")
-        if sends:
-            self._token_to_send[sends[-1]["token"]] = handle
+        """Map the wire token of the send this thread just made (if it got that far) to ``handle``.
+
+        Then report, in order, the acknowledgement events that were waiting for it.
+        """
+        with self._lock:
+            token = self._token_of_thread.pop(threading.get_ident(), None)
+            if token is None:
+                return
+            self._token_to_send[token] = handle
+            ready: list[ClientEvent] = []
+            while self._unresolved and self._resolvable(self._unresolved[0]):
+                ready.append(self._unresolved.pop(0))
+        for event in ready:
+            self._report(event)
 
     def sync_send(self, producer: str, destination: str, body: bytes, *, persistent: bool = True,
                   properties: Mapping[str, str] | None = None) -> str:

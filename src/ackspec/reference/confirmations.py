@@ -151,6 +151,11 @@ class ConfirmationProxy:
         self.closed_links: list[int] = []
         self.first_eof: dict[int, str] = {}
         """Per connection number, which side ended its stream first: ``"client"`` or ``"broker"``."""
+        self.endings: list[tuple[int, str, str]] = []
+        """In the order the proxy read them: (connection, side, what) for each RECEIPT the broker
+        wrote (``"RECEIPT <id>"``) and each side's end of stream (``"EOF"``). Whether a client
+        hung up before or after the receipt it asked for reached the proxy, without racing the two
+        ends of one connection (both EOFs can be ready in the same loop turn)."""
         self.release_log: list[tuple[str, int]] = []
         self.client_writes: list[tuple[int, float, bool]] = []
         """(connection, monotonic time, heart-beat only) per chunk a client wrote: heart-beat timing."""
@@ -304,6 +309,7 @@ class ConfirmationProxy:
             self.connected_heart_beat = None
             self.client_frames.clear()
             self.first_eof.clear()
+            self.endings.clear()
             self.broker_frames.clear()
 
     # -- pumping ----------------------------------------------------------------------------------
@@ -370,6 +376,7 @@ class ConfirmationProxy:
     def _note_eof(self, link: _Link, side: str) -> None:
         with self._cond:
             self.first_eof.setdefault(link.number, side)
+            self.endings.append((link.number, side, "EOF"))
             self._cond.notify_all()
 
     async def _client_to_broker(self, reader: asyncio.StreamReader, link: _Link) -> None:
@@ -420,6 +427,8 @@ class ConfirmationProxy:
             out: list[bytes] = []
             with self._cond:
                 self.broker_frames.extend((link.number, i) for i in items if isinstance(i, Frame))
+                self.endings.extend((link.number, "broker", f"RECEIPT {i.get('receipt-id')}") for i in items
+                                    if isinstance(i, Frame) and i.command == "RECEIPT")
                 self._cond.notify_all()
             for item in items:
                 if isinstance(item, HeartBeat):

@@ -48,6 +48,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 _BLOCKING_MODULES = ("threading.py", "queue.py", "selectors.py", "socket.py", "subprocess.py")
 _BLOCKING_FUNCTIONS = frozenset({"wait", "wait_for", "acquire", "get", "select", "readline", "recv", "read",
                                  "join", "_wait_for_tstate_lock"})
+_BLOCKING_BUILTINS = frozenset({"acquire", "select", "poll", "recv", "recv_into", "accept"})  # C calls
 
 
 def _parked(frame: types.FrameType) -> bool:
@@ -62,17 +63,40 @@ class Background:
         self.result: Any = None
         self.error: BaseException | None = None
         self._done = threading.Event()
+        self._waits = 0  # how many blocking calls the call's thread is inside now (its own profile hook)
+        self._moves = 0  # how many times it entered or left one
 
         def run() -> None:
+            sys.setprofile(self._profile)
             try:
                 self.result = fn()
             except BaseException as exc:
                 self.error = exc
             finally:
+                sys.setprofile(None)
                 self._done.set()
 
         self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()
+
+    def _profile(self, frame: types.FrameType, event: str, arg: Any) -> None:
+        """Counts the blocking calls (Python or C) the call's thread is in, on that thread.
+
+        The thread watches itself: reading its stack from another thread
+        (``sys._current_frames``) made the watcher hold frames of every thread, and when the
+        watcher dropped the last reference to a finished frame it freed that frame's locals
+        on the wrong thread: proton objects of a live connection were decref'd while the
+        connection's I/O thread was inside proton (not thread-safe), which once hung CI.
+        """
+        if event in {"call", "return"}:
+            if not _parked(frame):
+                return
+            self._waits += 1 if event == "call" else -1
+        elif getattr(arg, "__name__", None) in _BLOCKING_BUILTINS:  # c_call, c_return, c_exception
+            self._waits += 1 if event == "c_call" else -1
+        else:
+            return
+        self._moves += 1
 
     @property
     def done(self) -> bool:
@@ -86,15 +110,21 @@ class Background:
         """Wait until the call is blocked in a wait (lock, condition, queue, socket, select) or returned.
 
         The barrier for "must not return yet": a call that returns early is ``done`` here; one
-        that correctly waits is parked in a blocking primitive. Thread state is read from the
-        interpreter (``sys._current_frames``), not guessed from elapsed time.
+        that correctly waits is parked in a blocking primitive. Whether it is comes from the
+        call's own thread (a profile hook counting the blocking calls it is inside), not
+        guessed from elapsed time: parked means inside one at two looks in a row with no
+        blocking call entered or left in between, so passing through an uncontended lock
+        does not count.
         """
         deadline = time.monotonic() + timeout
-        ident = self.thread.ident
+        seen: int | None = None
         while not self._done.is_set():
-            frame = sys._current_frames().get(ident) if ident is not None else None
-            if frame is not None and _parked(frame):
-                return True
+            if self._waits > 0:
+                if seen == self._moves:
+                    return True
+                seen = self._moves
+            else:
+                seen = None
             if time.monotonic() >= deadline:
                 return False
             self._done.wait(0.001)

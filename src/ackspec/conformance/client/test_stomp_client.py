@@ -52,11 +52,14 @@ def test_disconnect_waits_for_its_receipt_and_sends_nothing_after(make_cut: Make
     env.broker.faults.add(FaultRule(receipt_delay=HANG_UP_WINDOW))
     link = connection_of(env.stomp_proxy)
     closing = env.background(cut.close)
-    env.stomp_proxy.wait(lambda: link in env.stomp_proxy.first_eof, TIMEOUT)
+    env.stomp_proxy.wait(lambda: (link, "client", "EOF") in env.stomp_proxy.endings, TIMEOUT)
     disconnects = [f for n, f in env.stomp_proxy.client_frames if n == link and f.command == "DISCONNECT"]
     assert disconnects and disconnects[-1].get("receipt"), "the client closed without a DISCONNECT carrying a receipt"
-    assert env.stomp_proxy.first_eof.get(link) == "broker", \
-        "the client closed its socket before the DISCONNECT receipt"
+    # the broker answers only after HANG_UP_WINDOW, so a client that closes on its own RECEIPT cannot race it
+    endings = [(side, what) for n, side, what in env.stomp_proxy.endings if n == link]
+    receipt = ("broker", f"RECEIPT {disconnects[-1].get('receipt')}")
+    assert receipt in endings and endings.index(receipt) < endings.index(("client", "EOF")), \
+        f"the client closed its socket before the DISCONNECT receipt: {endings}"
     closing.wait()
     env.stomp_proxy.wait(lambda: link in env.stomp_proxy.closed_links, TIMEOUT)
     sent = [f.command for n, f in env.stomp_proxy.client_frames if n == link]
