@@ -250,7 +250,11 @@ def test_poison_ack_after_maximum_redeliveries(make_cut: MakeCut, env: Env) -> N
     cut.require(ClientFeature.LISTENER)
     cut.consumer(cut.session(ack_mode=AUTO), q, listener=True, fail_first=99)
     cut.events.wait_for(lambda evs: any(e.kind == "ack" and e["ack_type"] == POISON for e in evs), TIMEOUT)
-    assert [a[0] for a in acks(cut)] == [REDELIVERED, REDELIVERED, POISON]
+    kinds = [a[0] for a in acks(cut)]
+    assert POISON in kinds, f"no poison ack after maximumRedeliveries: {kinds}"
+    # up to the poison ack: what follows it depends on the broker (one that redelivers a poisoned
+    # message gets it poisoned again, and the listener must not see it)
+    assert kinds[:kinds.index(POISON) + 1] == [REDELIVERED, REDELIVERED, POISON]
     assert len(cut.events.of("message")) == 2, "delivered to the application beyond 1 + maximumRedeliveries"
 
 
