@@ -7,7 +7,8 @@
 #   4. the conformance suite against the embedded reference broker and, over STOMP and AMQP 1.0,
 #      against RabbitMQ 3.10, ActiveMQ 5.17, ActiveMQ Artemis 2 and ActiveMQ Classic 6;
 #   5. the traceability report and the conformance matrix over all those runs.
-# Every step runs even when an earlier one failed; the exit status is non-zero if any failed.
+# Every step runs even when an earlier one failed; the exit status is non-zero if any failed. Each step's
+# output is also kept in $OUT/logs/STEP.log, and the end repeats why each failed step failed.
 # Environment: ACKSPEC_TEST_OUT (default ackspec-out/test), ACKSPEC_SKIP_INSTALL=1, ACKSPEC_REAL_BROKERS
 # (default "rabbitmq activemq artemis activemq6"; empty = reference broker only).
 set -uo pipefail
