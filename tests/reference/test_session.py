@@ -349,6 +349,22 @@ def test_batch_confirm_policy() -> None:
     assert [f.get("receipt-id") for f in p.frames()] == ["r3"]
 
 
+@requirement("AMQ-ACKTYPE-POISON", "AMQ-REDELIVERY-POISON-TO-DLQ")
+def test_poison_nack_dead_letters_at_once() -> None:
+    b = Broker(CoreConfig(max_redeliveries=6))
+    c, p = b.client(), b.client()
+    c.send("SUBSCRIBE", destination="/queue/a", id="s1", ack="client-individual")
+    p.send("SEND", b"poison", destination="/queue/a")
+    p.send("SEND", b"plain", destination="/queue/a")
+    poisoned, plain = c.frames()
+    c.send("NACK", id=poisoned.get("ack") or "", **{"ackspec-ack-type": "1"})
+    c.send("NACK", id=plain.get("ack") or "")  # no ack type: an ordinary NACK, redelivered
+    assert [(m.body, m.get("redelivered")) for m in c.frames()] == [(b"plain", "true")]
+    c.send("SUBSCRIBE", destination="/queue/DLQ", id="dlq")
+    (dead,) = c.frames()
+    assert dead.body == b"poison" and dead.get("subscription") == "dlq"
+
+
 @requirement("SOLACE-WINDOW-REJECT-PER-MESSAGE")
 def test_nack_policy() -> None:
     b = Broker()

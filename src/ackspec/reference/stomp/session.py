@@ -19,7 +19,10 @@ Wire behaviour (the reference for the suite):
   ``content-length``, then the SEND's own headers.
 * ``SUBSCRIBE``: ``ack`` = ``auto`` | ``client`` | ``client-individual``; prefetch from
   ``activemq.prefetchSize`` or ``prefetch-count`` (client modes; default 1000, capped).
-* ``NACK`` requeues (delivery-count + 1; dead-letter queue past ``max_redeliveries``).
+* ``NACK`` requeues (delivery-count + 1; dead-letter queue past ``max_redeliveries``). A NACK
+  carrying ``ackspec-ack-type:1`` is the reference client's ActiveMQ POISON ack (STOMP has none):
+  the message goes to the dead-letter queue at once, as a ``rejected`` outcome does over AMQP
+  (AMQ-ACKTYPE-POISON); without it a poisoned message came back until ``max_redeliveries``.
 * ``RECEIPT``: sent in frame order, and only once every journal record written for this
   connection so far is durable (so a receipt on the last of many persistent SENDs covers all).
 * Errors (malformed frame, unknown command, missing header, over a limit, frame before
@@ -41,7 +44,7 @@ from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.core import BrokerCore, CoreError
 from ackspec.reference.broker.effects import Close, Confirm, Deliver, Effect, Reject
 from ackspec.reference.broker.hub import Hub
-from ackspec.reference.broker.model import ACCEPT, REQUEUE, AckMode
+from ackspec.reference.broker.model import ACCEPT, REQUEUE, AckMode, Outcome, Settlement
 from ackspec.reference.broker.trace import NULL_TRACER, Tracer
 from ackspec.reference.faults import ConfirmPolicy, FaultInjector
 from ackspec.reference.stomp import frames as F
@@ -55,6 +58,11 @@ from ackspec.reference.stomp.codec import (
     escape,
 )
 from ackspec.reference.stomp.frames import Frame, HeartBeat
+
+ACK_TYPE_HEADER: Final = "ackspec-ack-type"
+"""The ActiveMQ ack type the reference client puts on a NACK (its ``ackspec-ack-type``)."""
+POISON_ACK_TYPE: Final = "1"
+POISON: Final = Settlement(Outcome.REJECTED, reason="POISON ack from the client (ackspec-ack-type:1)")
 
 log = logging.getLogger("ackspec.reference.stomp")
 
@@ -435,7 +443,10 @@ class StompSession:
         tx = frame.get("transaction")
         receipt = frame.get("receipt")
         token: object = receipt if receipt is not None else _NO_RECEIPT
-        self.hub.apply(self.core.settle(self.conn_id, did, REQUEUE if nack else ACCEPT, tx=tx, confirm=token))
+        settlement = ACCEPT
+        if nack:
+            settlement = POISON if frame.get(ACK_TYPE_HEADER) == POISON_ACK_TYPE else REQUEUE
+        self.hub.apply(self.core.settle(self.conn_id, did, settlement, tx=tx, confirm=token))
         if self.version != "1.2":
             for key in [k for k, v in self._msgid_to_delivery.items() if v == did or
                         self.core.delivery_subscription(self.conn_id, v) is None]:
