@@ -147,18 +147,32 @@ def test_nack_cumulative_in_client_mode() -> None:
     assert [(m.body, m.get("redelivered")) for m in c.frames()] == [(b"0", "true"), (b"1", "true")]
 
 
-@requirement("AMQ-REDELIVERY-MAX", "AMQ-REDELIVERY-POISON-TO-DLQ")
-def test_dead_letter_after_max_redeliveries() -> None:
-    b = Broker(CoreConfig(max_redeliveries=1))
+def consuming(max_redeliveries: int, *bodies: bytes) -> Client:
+    """A client-individual consumer of /queue/a on a broker with ``max_redeliveries``, ``bodies`` sent to it."""
+    b = Broker(CoreConfig(max_redeliveries=max_redeliveries))
     c, p = b.client(), b.client()
     c.send("SUBSCRIBE", destination="/queue/a", id="s1", ack="client-individual")
-    p.send("SEND", b"poison", destination="/queue/a")
+    for body in bodies:
+        p.send("SEND", body, destination="/queue/a")
+    return c
+
+
+def dead_letter(c: Client) -> Frame:
+    """The one message on the dead-letter queue, read by a new subscription of ``c``."""
+    c.send("SUBSCRIBE", destination="/queue/DLQ", id="dlq")
+    (dead,) = c.frames()
+    assert dead.get("subscription") == "dlq"
+    return dead
+
+
+@requirement("AMQ-REDELIVERY-MAX", "AMQ-REDELIVERY-POISON-TO-DLQ")
+def test_dead_letter_after_max_redeliveries() -> None:
+    c = consuming(1, b"poison")
     for _ in range(2):
         (m,) = c.frames()
         c.send("NACK", id=m.get("ack") or "")
     assert c.frames() == []
-    c.send("SUBSCRIBE", destination="/queue/DLQ", id="dlq")
-    (dead,) = c.frames()
+    dead = dead_letter(c)
     assert dead.body == b"poison" and dead.get("original-destination") == "/queue/a"
     assert "max redeliveries" in (dead.get("dead-letter-reason") or "")
 
@@ -351,18 +365,14 @@ def test_batch_confirm_policy() -> None:
 
 @requirement("AMQ-ACKTYPE-POISON", "AMQ-REDELIVERY-POISON-TO-DLQ")
 def test_poison_nack_dead_letters_at_once() -> None:
-    b = Broker(CoreConfig(max_redeliveries=6))
-    c, p = b.client(), b.client()
-    c.send("SUBSCRIBE", destination="/queue/a", id="s1", ack="client-individual")
-    p.send("SEND", b"poison", destination="/queue/a")
-    p.send("SEND", b"plain", destination="/queue/a")
+    c = consuming(6, b"poison", b"plain")
     poisoned, plain = c.frames()
     c.send("NACK", id=poisoned.get("ack") or "", **{"ackspec-ack-type": "1"})
     c.send("NACK", id=plain.get("ack") or "")  # no ack type: an ordinary NACK, redelivered
     assert [(m.body, m.get("redelivered")) for m in c.frames()] == [(b"plain", "true")]
-    c.send("SUBSCRIBE", destination="/queue/DLQ", id="dlq")
-    (dead,) = c.frames()
-    assert dead.body == b"poison" and dead.get("subscription") == "dlq"
+    dead = dead_letter(c)
+    assert dead.body == b"poison" and dead.get("original-destination") == "/queue/a"
+    assert "POISON" in (dead.get("dead-letter-reason") or "")
 
 
 @requirement("SOLACE-WINDOW-REJECT-PER-MESSAGE")
