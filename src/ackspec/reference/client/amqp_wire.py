@@ -73,7 +73,8 @@ from proton import Delivery as PnDelivery
 from ackspec.net import connect
 from ackspec.reference.amqp.pump import EnginePump, Fed, client_engine
 from ackspec.reference.client.errors import ConnectionLostError, JMSError
-from ackspec.reference.client.wire import ACK_TYPE_HEADER, WireEvents
+from ackspec.reference.client.wire import WireEvents
+from ackspec.reference.stomp.frames import ACK_TYPE_HEADER, POISON_ACK_TYPE
 
 ACCEPTED = 0x24
 REJECTED = 0x25
@@ -82,7 +83,6 @@ MODIFIED = 0x27
 DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
 OUTCOME_NAMES = {ACCEPTED: "accepted", REJECTED: "rejected", RELEASED: "released", MODIFIED: "modified"}
-POISON_ACK_TYPE = "1"
 
 
 def _condition_text(cond: Condition | None) -> str:

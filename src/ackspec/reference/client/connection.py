@@ -55,7 +55,8 @@ from ackspec.reference.client.send_core import (
     WindowReject,
     classify,
 )
-from ackspec.reference.client.wire import ACK_TYPE_HEADER, StompWire, Wire
+from ackspec.reference.client.wire import StompWire, Wire
+from ackspec.reference.stomp.frames import ACK_TYPE_HEADER
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

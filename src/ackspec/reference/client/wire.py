@@ -35,7 +35,6 @@ from ackspec.reference.stomp.codec import escape
 
 REJECTED_OUTCOME_HEADER = "ackspec-outcome"
 NACK_HEADER = "ackspec-nack"
-ACK_TYPE_HEADER = "ackspec-ack-type"
 
 
 class WireEvents(Protocol):

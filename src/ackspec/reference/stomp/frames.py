@@ -10,6 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+ACK_TYPE_HEADER: Final = "ackspec-ack-type"
+"""ackspec's STOMP extension, between its reference client and broker: on a NACK, the ActiveMQ ack
+type the client means (other brokers ignore it and see a plain NACK)."""
+POISON_ACK_TYPE: Final = "1"
+"""ActiveMQ's POISON ack type: give the message up (the reference broker dead-letters it at once)."""
+
 CONNECT: Final = "CONNECT"
 STOMP: Final = "STOMP"
 CONNECTED: Final = "CONNECTED"

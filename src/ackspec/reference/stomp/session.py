@@ -57,11 +57,8 @@ from ackspec.reference.stomp.codec import (
     encode,
     escape,
 )
-from ackspec.reference.stomp.frames import Frame, HeartBeat
+from ackspec.reference.stomp.frames import ACK_TYPE_HEADER, POISON_ACK_TYPE, Frame, HeartBeat
 
-ACK_TYPE_HEADER: Final = "ackspec-ack-type"
-"""The ActiveMQ ack type the reference client puts on a NACK (its ``ackspec-ack-type``)."""
-POISON_ACK_TYPE: Final = "1"
 POISON: Final = Settlement(Outcome.REJECTED, reason="POISON ack from the client (ackspec-ack-type:1)")
 
 log = logging.getLogger("ackspec.reference.stomp")
