@@ -92,6 +92,7 @@ SEND_CHUNK = 128
 """Credit handed to the core at a time when a client grants more: its deliveries are written before the
 next chunk is made (see :meth:`AmqpConnection._flow`)."""
 
+NO_ADDRESS = "message has no destination address"  # why a transfer without a target address is rejected
 FLUSH_PIECES = 4
 """Pieces of one read (~8 kB each) whose outcomes may wait before they are written mid-read (see
 :meth:`AmqpConnection._piece`)."""
@@ -602,7 +603,7 @@ class AmqpConnection:
     def _run_deliveries(self, effects: list[Effect], out: _OutLink) -> None:
         """The effects of a credit grant on ``out``: its deliveries written here, one loop for all (the
         hub would call :meth:`on_effect` once per delivery), every other effect applied by the hub in
-        its place. What :meth:`on_effect`'s common case does, for the same effects in the same order."""
+        its place. What :meth:`_deliver` does without mutants, for the same effects in the same order."""
         if not effects:
             return
         faults = self.core.faults
@@ -732,15 +733,11 @@ class AmqpConnection:
             # the plainest messages by read_message's shortcut, without its two calls around it
             incoming = (read_plain(payload) if len(payload) > 12 else None) or read_incoming(payload)
         except Exception as exc:
-            self._flush_batches()
-            self._open_in.add(dlv)
-            self._answer(dlv, REJECTED, condition=Condition(ERR_DECODE, f"undecodable message: {exc}"))
+            self._reject_transfer(dlv, ERR_DECODE, f"undecodable message: {exc}")
             return
         destination = state.destination or core_destination(incoming.to, state.caps)
         if destination is None:
-            self._flush_batches()
-            self._open_in.add(dlv)
-            self._answer(dlv, REJECTED, condition=Condition(ERR_NOT_FOUND, "message has no destination address"))
+            self._reject_transfer(dlv, ERR_NOT_FOUND, NO_ADDRESS)
             return
         if destination != self._publish_to or self._accepts:
             self._flush_batches()
@@ -846,11 +843,11 @@ class AmqpConnection:
         try:
             incoming = read_incoming(payload)
         except Exception as exc:
-            self._answer(dlv, REJECTED, condition=Condition(ERR_DECODE, f"undecodable message: {exc}"))
+            self._reject_transfer(dlv, ERR_DECODE, f"undecodable message: {exc}")
             return
         destination = state.destination or core_destination(incoming.to, state.caps)
         if destination is None:
-            self._answer(dlv, REJECTED, condition=Condition(ERR_NOT_FOUND, "message has no destination address"))
+            self._reject_transfer(dlv, ERR_NOT_FOUND, NO_ADDRESS)
             return
         settled = bool(_delivery_settled(dlv))
         faults = self.core.faults
@@ -903,6 +900,12 @@ class AmqpConnection:
                 self._close_link(_delivery_link(dlv), cond.name, cond.description or "")
             return False, None
         return True, txn_id
+
+    def _reject_transfer(self, dlv: Ptr, error: str, description: str) -> None:
+        """Reject a transfer the core never sees (undecodable, no address), after what came before it."""
+        self._flush_batches()
+        self._open_in.add(dlv)
+        self._answer(dlv, REJECTED, condition=Condition(error, description))
 
     def _answer(self, dlv: Ptr, state: int, *, condition: Condition | None = None,
                 data: list[Any] | None = None) -> None:
@@ -1079,16 +1082,8 @@ class AmqpConnection:
         if needs_sync and needs_sync > self.hub.synced:
             self._awaiting_sync.append((needs_sync, effect))
             return
-        token = effect.token
-        if token.__class__ is _Token and token.kind == "transfer" and not token.extra:
-            # every unsettled plain transfer comes here: _confirm's first case, inline
-            dlv = token.delivery
-            if dlv in self._open_in:
-                self._open_in.discard(dlv)
-                _delivery_update(dlv, ACCEPTED)
-                _delivery_settle(dlv)
-        else:
-            self._confirm(token)
+        # a batch's non-durable plain transfers are answered by _run_published, without the hub
+        self._confirm(effect.token)
         self.on_output()
 
     def on_synced(self, synced: int) -> None:
@@ -1103,25 +1098,8 @@ class AmqpConnection:
 
     def on_effect(self, effect: Effect) -> None:
         """Carry out one effect the core addressed to this connection."""
-        if effect.__class__ is Deliver:  # every delivery comes here: the common case of _deliver, inline
-            out = self._out_by_sub.get(effect.sub)
-            faults = self.core.faults
-            if out is None or (faults is not None and faults.any_mutant):
-                self._deliver(effect)
-            else:
-                delivery_id = effect.delivery_id
-                payload = encode_delivery(effect.message, delivery_count=effect.delivery_count,
-                                          redelivered=effect.redelivered)
-                impl = out.impl
-                tag = b"%d" % delivery_id
-                dlv = _delivery(impl, (len(tag), ffi.from_buffer(tag)))
-                _link_send(impl, payload, len(payload))
-                _link_advance(impl)
-                out.core_credit -= 1
-                if out.ack is AckMode.AUTO:
-                    _delivery_settle(dlv)
-                else:
-                    out.ids[dlv] = delivery_id
+        if effect.__class__ is Deliver:  # a credit grant's deliveries are written by _run_deliveries instead
+            self._deliver(effect)
         elif isinstance(effect, Confirm):
             self._confirm(effect.token)
         elif isinstance(effect, Reject):
