@@ -519,3 +519,31 @@ def test_hub_tracks_durable_waiters_for_group_commit() -> None:
     assert p2.session.conn_id not in hub.awaiting
     b.sync()
     assert hub.awaiting == {}
+
+
+@requirement("JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS")
+def test_durable_subscription_kept_until_unsubscribed_by_name() -> None:
+    b = Broker()
+    p = b.client()
+    durable = {"activemq.subscriptionName": "news-reader"}
+    c = b.client(**{"client-id": "reader"})
+    c.send("SUBSCRIBE", destination="/topic/news", id="s1", **durable)
+    c.send("UNSUBSCRIBE", id="s1")  # the consumer goes, the subscription stays
+    p.send("SEND", b"1", destination="/topic/news")
+    c.session.connection_lost()
+    p.send("SEND", b"2", destination="/topic/news")
+    d = b.client(**{"client-id": "reader"})
+    d.send("SUBSCRIBE", destination="/topic/news", id="s2", **{"durable-subscription-name": "news-reader"})
+    assert [m.body for m in d.frames()] == [b"1", b"2"]
+    d.send("UNSUBSCRIBE", id="s2", receipt="r", **durable)  # closes the consumer and deletes the subscription
+    assert cmds(d.frames()) == ["RECEIPT"]
+    p.send("SEND", b"3", destination="/topic/news")
+    d.send("SUBSCRIBE", destination="/topic/news", id="s3", **durable)
+    assert d.frames() == []
+
+
+def test_durable_subscription_needs_a_client_id() -> None:
+    c = Broker().client()
+    c.send("SUBSCRIBE", destination="/topic/news", id="s1", **{"activemq.subscriptionName": "n"})
+    (f,) = c.frames()
+    assert f.command == "ERROR" and "client-id" in (f.get("message") or "") and c.closed

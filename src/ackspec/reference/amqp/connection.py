@@ -28,6 +28,7 @@ The mapping (docs/amqp-mapping.md has the full table):
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -182,6 +183,7 @@ class _OutLink:
     ack: AckMode
     core_credit: int = 0  # credit as the core counts it (decremented per Deliver)
     ids: dict[Ptr, int] = field(default_factory=dict)  # unsettled, no outcome yet: delivery -> core delivery id
+    durable: tuple[str, str] | None = None  # (container id, link name) of the durable subscription it consumes
 
 
 @dataclass(eq=False)
@@ -467,15 +469,15 @@ class AmqpConnection:
         elif kind == Event.LINK_REMOTE_OPEN and event.link is not None:
             self._attach(event.link)
         elif kind in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH) and event.link is not None:
-            self._detach(event.link)
+            self._detach(event.link, closed=kind == Event.LINK_REMOTE_CLOSE)
         elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
             for out in list(self._out_by_sub.values()):
                 if out.link.session == event.session:
-                    self._detach(out.link)
+                    self._detach(out.link, closed=False)  # an ended session detaches its links, closes none
             event.session.close()
         elif kind == Event.CONNECTION_REMOTE_CLOSE:
             for out in list(self._out_by_sub.values()):
-                self._detach(out.link)
+                self._detach(out.link, closed=False)
             self.connection.close()
             self._finish(abrupt=False)
 
@@ -532,9 +534,10 @@ class AmqpConnection:
         link.rcv_settle_mode = link.remote_rcv_settle_mode
         ack = AckMode.AUTO if link.remote_snd_settle_mode == Link.SND_SETTLED else AckMode.CLIENT_INDIVIDUAL
         sub = f"{link.name}#{next(self._sub_ids)}"
-        out = _OutLink(link=link, impl=link._impl, sub=sub, ack=ack)
+        durable = self._durable_key(link, destination)
+        out = _OutLink(link=link, impl=link._impl, sub=sub, ack=ack, durable=durable)
         try:
-            effects = self.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0)
+            effects = self.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0, durable=durable)
         except CoreError as exc:
             self._refuse(link, ERR_INVALID_FIELD, exc.message)
             return
@@ -544,14 +547,31 @@ class AmqpConnection:
         link.open()
         self._run(effects)
 
-    def _detach(self, link: Link) -> None:
+    def _durable_key(self, link: Link, destination: str) -> tuple[str, str] | None:
+        """A link that receives from a topic with a durable source (``configuration`` or
+        ``unsettled-state``) consumes the durable subscription named by the client's container id and
+        the link's name, as the AMQP JMS mapping does (docs/amqp-mapping.md)."""
+        if link.remote_source.durability == Terminus.NONDURABLE or not destination.startswith("/topic/"):
+            return None
+        return (self.connection.remote_container or "", link.name)
+
+    def _detach(self, link: Link, *, closed: bool = True) -> None:
+        """The client ended a link: ``closed`` (detach with closed=true) destroys it, and with it the
+        durable subscription it consumed; a bare detach (closed=false) suspends it, and is answered
+        alike: a durable subscription keeps collecting messages for a later attach."""
         state = self._links.pop(link._impl, None)
         self._in_links.pop(link._impl, None)
         self._links_changed()
         if isinstance(state, _OutLink):
             self._unsubscribe(state)
+            if closed and state.durable is not None:
+                with contextlib.suppress(CoreError):  # not there any more: nothing to delete
+                    self._run(self.core.remove_durable(self.conn_id, state.durable))
         if not link.state & Endpoint.LOCAL_CLOSED:
-            link.close()
+            if closed:
+                link.close()
+            else:
+                link.detach()
 
     def _unsubscribe(self, out: _OutLink) -> None:
         """The link we sent on is gone: its subscription ends in the core, which puts back what is

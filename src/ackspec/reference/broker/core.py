@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from ackspec.reference.faults import FaultInjector
 
 
+DurableKey = tuple[str, str]
+"""A durable subscription's identity: (client id, subscription name), as JMS 6.11.1 names it."""
+
+
 class CoreError(Exception):
     """A caller mistake the protocol must report (the core state is unchanged)."""
 
@@ -64,11 +68,17 @@ class _Entry:
 
 
 class _Queue:
-    """Messages of a queue (or of one topic subscription) and its consumers."""
+    """Messages of a queue (or of one topic subscription) and its consumers.
 
-    __slots__ = ("consumers", "name", "parked", "ready", "returned", "rr", "topic_copy")
+    A topic subscription's queue (``topic_copy``) gets a copy of every message published to the
+    topic while it is routed to (:attr:`BrokerCore._topics`). A nondurable one lives as long as its
+    consumer; a durable one (``durable`` is its ``(client id, subscription name)``) outlives its
+    consumers and keeps collecting messages until it is removed (JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS).
+    """
 
-    def __init__(self, name: str, topic_copy: bool = False) -> None:
+    __slots__ = ("consumers", "durable", "name", "parked", "ready", "returned", "rr", "topic_copy")
+
+    def __init__(self, name: str, topic_copy: bool = False, durable: DurableKey | None = None) -> None:
         self.name = name
         self.ready: deque[_Entry] = deque()
         self.returned: list[_Entry] = []  # heap by original position: redeliveries go first, in order
@@ -76,6 +86,7 @@ class _Queue:
         self.consumers: list[_Sub] = []
         self.rr = 0
         self.topic_copy = topic_copy
+        self.durable = durable
 
     def __len__(self) -> int:
         return len(self.ready) + len(self.returned) + len(self.parked)
@@ -149,7 +160,8 @@ class BrokerCore:
         self.boot_id = boot_id or secrets.token_hex(4)
         self._conns: dict[ConnId, _Conn] = {}
         self._queues: dict[str, _Queue] = {}
-        self._topics: dict[str, list[_Sub]] = {}
+        self._topics: dict[str, list[_Queue]] = {}  # topic -> the subscription queues it copies to
+        self._durables: dict[DurableKey, _Queue] = {}
         self._seq = itertools.count(1)
         self._pos = itertools.count(1)
         self._delivery_ids = itertools.count(1)
@@ -204,34 +216,45 @@ class BrokerCore:
         ack: AckMode = AckMode.AUTO,
         prefetch: int | None = None,
         credit: int | None = None,
+        durable: DurableKey | None = None,
     ) -> list[Effect]:
         """Attach a consumer.
 
         ``prefetch``: at most this many unsettled deliveries (client modes; default
         ``config.default_prefetch``). ``credit``: AMQP-style credit instead of prefetch
-        (starts at the given value, see :meth:`add_credit`).
+        (starts at the given value, see :meth:`add_credit`). ``durable``: on a topic, the
+        ``(client id, name)`` of a durable subscription to create or to resume (with what it
+        kept while no consumer was attached); a durable subscription has at most one consumer, and
+        resuming it on another topic replaces it with a new, empty one (JMS 6.11.1).
         """
         c = self._conn(conn)
         if sub in c.subs:
             raise CoreError(f"subscription id {sub!r} already in use on this connection", "STOMP-SUBSCRIBE-ID-UNIQUE")
         if prefetch is not None and prefetch < 0:
             raise CoreError("prefetch must be >= 0")
+        topic = destination_kind(destination) is DestinationKind.TOPIC
+        if durable is not None:
+            if not topic:
+                raise CoreError(f"a durable subscription needs a topic, not {destination!r}")
+            kept = self._durables.get(durable)
+            if kept is not None and kept.consumers:
+                raise CoreError(f"durable subscription {durable[1]!r} of client {durable[0]!r} already has a consumer")
         if ack is not AckMode.AUTO and prefetch is None and credit is None:
             prefetch = self.config.default_prefetch
         if prefetch is not None:
             prefetch = min(prefetch, self.config.max_prefetch)
             if prefetch == 0 and credit is None:
                 prefetch = None if ack is AckMode.AUTO else self.config.default_prefetch
-        if destination_kind(destination) is DestinationKind.TOPIC:
+        if durable is not None:
+            q = self._durable_queue(durable, destination)
+        elif topic:
             q = _Queue(destination, topic_copy=True)
-            self._topics.setdefault(destination, [])
+            self._topics.setdefault(destination, []).append(q)
         else:
             q = self._queue(destination)
         s = _Sub(c, sub, destination, q, ack, prefetch, credit)
         c.subs[sub] = s
         q.consumers.append(s)
-        if destination_kind(destination) is DestinationKind.TOPIC:
-            self._topics[destination].append(s)
         if q.parked:
             for e in q.parked:
                 q.give_back(e)
@@ -239,6 +262,41 @@ class BrokerCore:
         out: list[Effect] = []
         self._dispatch(q, out)
         return out
+
+    def _durable_queue(self, key: DurableKey, destination: str) -> _Queue:
+        """The queue of durable subscription ``key`` on ``destination``: the kept one, or a new one (a
+        subscription kept for another topic is replaced: its messages are dropped)."""
+        q = self._durables.get(key)
+        if q is not None and q.name == destination:
+            if len(q):
+                self.tracer.trace("JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS", destination)
+            return q
+        if q is not None:
+            self._remove_durable_queue(key, q)
+        q = _Queue(destination, topic_copy=True, durable=key)
+        self._durables[key] = q
+        self._topics.setdefault(destination, []).append(q)
+        return q
+
+    def remove_durable(self, conn: ConnId, key: DurableKey) -> list[Effect]:
+        """Delete durable subscription ``key`` and what it kept (JMS ``Session.unsubscribe``).
+
+        Raises :class:`CoreError` when it does not exist or still has a consumer (JMS 6.11.1: deleting
+        a subscription in use is an error)."""
+        self._conn(conn)
+        q = self._durables.get(key)
+        if q is None:
+            raise CoreError(f"no durable subscription {key[1]!r} of client {key[0]!r}")
+        if q.consumers:
+            raise CoreError(f"durable subscription {key[1]!r} of client {key[0]!r} still has a consumer")
+        self._remove_durable_queue(key, q)
+        return []
+
+    def _remove_durable_queue(self, key: DurableKey, q: _Queue) -> None:
+        del self._durables[key]
+        routed = self._topics.get(q.name)
+        if routed is not None and q in routed:
+            routed.remove(q)
 
     def unsubscribe(self, conn: ConnId, sub: str) -> list[Effect]:
         """Detach a consumer; its unsettled deliveries return to the queue (redelivered)."""
@@ -384,14 +442,14 @@ class BrokerCore:
             q.ready.append(_Entry(msg, next(self._pos)))
             self._dispatch(q, out)
             return journaled
-        subs = self._topics.get(msg.destination)
-        if subs:
+        routed = self._topics.get(msg.destination)
+        if routed:
             self.tracer.trace("JMS-4.2-TOPIC-EVERY-SUBSCRIBER", msg.destination)
             if self._mutant("topic-one-subscriber", msg.destination):
-                subs = subs[:1]
-            for s in subs:
-                s.queue.ready.append(_Entry(msg, next(self._pos)))
-                self._dispatch(s.queue, out)
+                routed = routed[:1]
+            for sq in routed:
+                sq.ready.append(_Entry(msg, next(self._pos)))
+                self._dispatch(sq, out)
         return False
 
     # ------------------------------------------------------------------ settlement
@@ -574,8 +632,8 @@ class BrokerCore:
         if entry.delivery_count > limit and not self._mutant("no-dead-letter", q.name):
             self.tracer.trace("AMQ-REDELIVERY-POISON-TO-DLQ", q.name)
             return self._dead_letter(entry, f"max redeliveries ({self.config.max_redeliveries}) exceeded", out)
-        if q.topic_copy and not q.consumers:
-            return False
+        if q.topic_copy and q.durable is None and not q.consumers:
+            return False  # a nondurable subscription ended: its copy goes with it
         q.give_back(entry)
         return False
 
@@ -842,17 +900,18 @@ class BrokerCore:
         if s in q.consumers:
             q.consumers.remove(s)
             q.rr = 0
-        if q.topic_copy:
-            subs = self._topics.get(s.destination)
-            if subs and s in subs:
-                subs.remove(s)
+        kept = not q.topic_copy or q.durable is not None  # a queue, or a durable subscription's
+        if not kept:
+            routed = self._topics.get(s.destination)
+            if routed and q in routed:
+                routed.remove(q)
         for d, entry in s.unacked.items():
             c.deliveries.pop(d, None)
             entry.redelivered = True
             entry.delivery_count += 1
-            if not q.topic_copy:
+            if kept:
                 self._requeue(q, entry, out)
-        if s.unacked and not q.topic_copy:
+        if s.unacked and kept:
             self.tracer.trace("STOMP-ACK-UNACKED-NOT-CONSUMED", q.name)
             if q not in touched:
                 touched.append(q)
@@ -908,6 +967,11 @@ class BrokerCore:
         """Messages waiting in a queue (not counting unsettled deliveries)."""
         q = self._queues.get(destination)
         return len(q) if q is not None else 0
+
+    def durable_depth(self, key: DurableKey) -> int | None:
+        """Messages a durable subscription keeps (not counting unsettled deliveries); None if none exists."""
+        q = self._durables.get(key)
+        return len(q) if q is not None else None
 
     def queue_messages(self, destination: str) -> list[Message]:
         q = self._queues.get(destination)

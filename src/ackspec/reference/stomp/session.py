@@ -19,6 +19,12 @@ Wire behaviour (the reference for the suite):
   ``content-length``, then the SEND's own headers.
 * ``SUBSCRIBE``: ``ack`` = ``auto`` | ``client`` | ``client-individual``; prefetch from
   ``activemq.prefetchSize`` or ``prefetch-count`` (client modes; default 1000, capped).
+* Durable topic subscriptions, as ActiveMQ and Artemis spell them: ``client-id`` on ``CONNECT``
+  names the client; a ``SUBSCRIBE`` to a topic with ``activemq.subscriptionName`` (or Artemis's
+  ``durable-subscription-name``) creates or resumes that client's durable subscription, which keeps
+  the topic's messages while no consumer is attached (UNSUBSCRIBE with only ``id``, DISCONNECT,
+  a dropped connection); ``UNSUBSCRIBE`` with the name header deletes it. Without ``client-id``
+  such a SUBSCRIBE is an ERROR.
 * ``NACK`` requeues (delivery-count + 1; dead-letter queue past ``max_redeliveries``). A NACK
   carrying ``ackspec-ack-type:1`` is the reference client's ActiveMQ POISON ack (STOMP has none):
   the message goes to the dead-letter queue at once, as a ``rejected`` outcome does over AMQP
@@ -38,7 +44,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.core import BrokerCore, CoreError
@@ -66,6 +72,9 @@ log = logging.getLogger("ackspec.reference.stomp")
 SERVER_NAME: Final = "ackspec-reference/0.1"
 SUPPORTED: Final = ("1.0", "1.1", "1.2")
 _NO_RECEIPT: Final = object()
+
+DURABLE_NAME_HEADERS: Final = ("activemq.subscriptionName", "durable-subscription-name")
+"""SUBSCRIBE/UNSUBSCRIBE headers naming a durable topic subscription (ActiveMQ's; Artemis's own)."""
 
 RESERVED_HEADERS: Final = frozenset(
     {"destination", "transaction", "receipt", "content-length", "message-id", "subscription", "ack",
@@ -148,6 +157,7 @@ class StompSession:
         self.state = State.AWAIT_CONNECT
         self.version = "1.2"
         self.login: str | None = None
+        self.client_id: str | None = None  # CONNECT's client-id: owner of durable subscriptions
         self.parser = FrameParser(max_frame=self.config.max_frame, max_headers=self.config.max_headers,
                                   max_header_length=self.config.max_header_length,
                                   commands=F.CLIENT_COMMANDS)
@@ -280,6 +290,7 @@ class StompSession:
         self.version = version
         self.parser.version = version
         self.login = login
+        self.client_id = frame.get("client-id")
         self.core.open(self.conn_id, user=login)
         self.state = State.CONNECTED
         headers: list[tuple[str, str]] = []
@@ -373,9 +384,24 @@ class StompSession:
             self.tracer.trace("STOMP-SUBSCRIBE-ID-UNIQUE", sub_id)
             self._fail(f"subscription id {sub_id!r} already in use on this connection", frame)
             return
+        durable = self._durable_key(frame)
+        if durable is False:
+            return
         self._sub_modes[sub_id] = mode
-        self.hub.apply(self.core.subscribe(self.conn_id, sub_id, dest, ack=mode, prefetch=prefetch))
+        self.hub.apply(self.core.subscribe(self.conn_id, sub_id, dest, ack=mode, prefetch=prefetch,
+                                           durable=durable))
         self._receipt_for(frame)
+
+    def _durable_key(self, frame: Frame) -> tuple[str, str] | Literal[False] | None:
+        """The (client id, name) of the durable subscription ``frame`` names, None if it names none, or
+        False after failing the connection (a name without a ``client-id`` on CONNECT)."""
+        name = next((frame.get(h) for h in DURABLE_NAME_HEADERS if frame.get(h)), None)
+        if name is None:
+            return None
+        if not self.client_id:
+            self._fail(f"durable subscription {name!r} needs a 'client-id' header on CONNECT", frame)
+            return False
+        return (self.client_id, name)
 
     def _on_unsubscribe(self, frame: Frame) -> None:
         sub_id = frame.get("id")
@@ -384,8 +410,14 @@ class StompSession:
         if sub_id is None:
             self._fail("UNSUBSCRIBE frame is missing the required 'id' header", frame)
             return
-        self.hub.apply(self.core.unsubscribe(self.conn_id, sub_id))
-        self._sub_modes.pop(sub_id, None)
+        durable = self._durable_key(frame)
+        if durable is False:
+            return
+        if durable is None or self.core.has_subscription(self.conn_id, sub_id):
+            self.hub.apply(self.core.unsubscribe(self.conn_id, sub_id))
+            self._sub_modes.pop(sub_id, None)
+        if durable is not None:  # ... and delete the durable subscription (its consumer closed first)
+            self.hub.apply(self.core.remove_durable(self.conn_id, durable))
         self._receipt_for(frame)
 
     def _ack_target(self, frame: Frame) -> int | None:
