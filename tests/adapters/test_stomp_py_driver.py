@@ -173,3 +173,21 @@ def test_reference_adapter_restarts_and_keeps_persistent_messages(recorder: Reco
 def test_reference_adapter_needs_a_broker(recorder: Recorder) -> None:
     with pytest.raises(ValueError, match="needs a running EmbeddedBroker"):
         ReferenceAdapter("reference://embedded", recorder)
+
+
+def test_durable_subscription_verbs_are_recorded_and_need_a_client_id(broker: EmbeddedBroker,
+                                                                       recorder: Recorder) -> None:
+    a = driver(broker, recorder)
+    t = "/topic/drv.durable"
+    c = a.client("d", client_id="drv-client")
+    c.unsubscribe(c.subscribe(t, durable="drv-sub"))
+    assert broker.core.durable_depth(("drv-client", "drv-sub")) == 0  # kept after its consumer closed
+    c.remove_durable(t, "drv-sub")
+    assert broker.core.durable_depth(("drv-client", "drv-sub")) is None
+    subscribes = [r for r in recorder.records if r.op is Op.SUBSCRIBE and r.type is RecordType.INVOKE]
+    removed = [r for r in recorder.records if r.op is Op.UNSUBSCRIBE and r.value == {"durable": "drv-sub",
+                                                                                     "removed": True}]
+    assert subscribes[-1].value == {"durable": "drv-sub"} and removed
+    anonymous = a.client("no-id")
+    with pytest.raises(AdapterError, match="client-id"):
+        anonymous.subscribe(t, durable="drv-sub")

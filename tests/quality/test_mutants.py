@@ -55,6 +55,7 @@ EXPECTED: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "early-dead-letter": (("test_nack",), frozenset({"AMQ-REDELIVERY-MAX"})),
     "prefetch-off-by-one": (("test_delivery",), frozenset({"STOMP-SUBSCRIBE-PREFETCH"})),
     "topic-one-subscriber": (("test_delivery",), frozenset({"JMS-4.2-TOPIC-EVERY-SUBSCRIBER"})),
+    "durable-forgets": (("test_delivery",), frozenset({"JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS"})),
     "queue-to-two": (("test_delivery",), frozenset({
         "JMS-4.1.2-QUEUE-ONE-CONSUMER", "JMS-6.2.12-NO-DUPLICATE-PRODUCTION"})),
     "reorder-receipts": (("test_receipts",), frozenset({"STOMP-RECEIPT-ORDER", "STOMP-DISCONNECT-RECEIPT-LAST"})),

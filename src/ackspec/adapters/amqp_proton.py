@@ -126,7 +126,7 @@ ALL_CAPABILITIES = frozenset({
     Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK, Capability.NACK_OUTCOMES, Capability.RECEIPTS,
     Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.PREFETCH, Capability.PERSISTENCE,
     Capability.REDELIVERED_FLAG, Capability.DELIVERY_COUNT, Capability.DEAD_LETTER, Capability.ABRUPT_DISCONNECT,
-    Capability.CUSTOM_HEADERS, Capability.BINARY_BODY,
+    Capability.CUSTOM_HEADERS, Capability.BINARY_BODY, Capability.DURABLE_SUBSCRIPTIONS,
 })
 """Everything the driver can exercise; a target profile narrows it with ``without``."""
 
@@ -339,6 +339,7 @@ class _Subscription:
     transfers: int = 0  # transfers received over the link's life (complete deliveries)
     flows: int = 0  # flow frames received from the sender (LINK_FLOW events)
     settled_on_arrival: dict[str, bool] = field(default_factory=dict)  # ack_id -> settled when it arrived
+    durable: bool = False  # consumes a durable subscription: ended by a detach (closed=false), not a close
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,14 +374,16 @@ class _Transaction:
 class ProtonClient(Client):
     """One AMQP connection with one session; links are created per subscription and destination."""
 
-    def __init__(self, adapter: ProtonAdapter, process: str, opts: AmqpOptions) -> None:
+    def __init__(self, adapter: ProtonAdapter, process: str, opts: AmqpOptions, *,
+                 client_id: str | None = None) -> None:
+        """``client_id``: the container id, owner of this client's durable subscriptions (unique otherwise)."""
         super().__init__(adapter, process)
         self.opts = opts
         self._names = itertools.count(1)
         self._tags = itertools.count(1)
         self._msg_ids = itertools.count(1)
         self._uid = uuid.uuid4().hex[:8]
-        self.wire = Wire(opts, f"ackspec-{process}-{self._uid}", self._on_event)
+        self.wire = Wire(opts, client_id or f"ackspec-{process}-{self._uid}", self._on_event)
         self._subs: dict[str, _Subscription] = {}
         self._ended: dict[str, _Subscription] = {}  # unsubscribed; what they buffered is still receivable
         self._by_link: dict[str, _Subscription] = {}
@@ -532,13 +535,55 @@ class ProtonClient(Client):
     # -- subscriptions -------------------------------------------------------------------
 
     def _subscribe(self, destination: str, ack: AckMode, prefetch: int | None, headers: dict[str, str]) -> str:
+        return self._receiver(destination, ack, prefetch, headers, None)
+
+    def _subscribe_durable(self, destination: str, name: str, ack: AckMode, prefetch: int | None,
+                           headers: dict[str, str]) -> str:
+        """The AMQP JMS mapping's durable subscriber: a link named ``name`` (this client's container id is
+        the client id) from the topic, with a durable source (unsettled-state) that never expires."""
+        return self._receiver(destination, ack, prefetch, headers, name)
+
+    def _durable_link(self, destination: str, name: str) -> Link:
         address, capability = self.opts.terminus(destination)
-        name = f"ackspec-{self.process}-{self._uid}-r{next(self._names)}"
+        self._link_errors.pop(name, None)  # of an earlier link of this name
         link = self.session.receiver(name)
         link.source.address = address
         if capability:
             link.source.capabilities.put_object(symbol(capability))
+        link.source.durability = Terminus.DELIVERIES
+        link.source.expiry_policy = Terminus.EXPIRE_NEVER
         link.target.address = address
+        return link
+
+    def _remove_durable(self, destination: str, name: str) -> None:
+        """JMS unsubscribe as qpid-jms does it: attach to the subscription without credit, then close the
+        link (detach with closed=true), which deletes the subscription."""
+        link = self._durable_link(destination, name)
+        self._attach(link, f"receiver {name}")
+        if link.state & Endpoint.REMOTE_CLOSED or link.remote_source.address is None:
+            refused = self._refusal(link, f"receiver {name}", "no source")
+            raise AdapterError(f"durable subscription {name} on {destination} refused: {refused}")
+        link.close()
+        self.wire.wait(lambda: bool(link.state & Endpoint.REMOTE_CLOSED) or name in self._link_errors
+                       or self.session_error is not None, self.timeout, f"close of {name}")
+        self._check_session(f"close of {name}")
+        error = self._link_errors.get(name)
+        if link.remote_condition is not None and error:
+            raise AdapterError(f"removing durable subscription {name}: {error}")
+
+    def _receiver(self, destination: str, ack: AckMode, prefetch: int | None, headers: dict[str, str],
+                  durable: str | None) -> str:
+        if durable is not None:
+            name = durable
+            link = self._durable_link(destination, name)
+        else:
+            address, capability = self.opts.terminus(destination)
+            name = f"ackspec-{self.process}-{self._uid}-r{next(self._names)}"
+            link = self.session.receiver(name)
+            link.source.address = address
+            if capability:
+                link.source.capabilities.put_object(symbol(capability))
+            link.target.address = address
         if ack is AckMode.AUTO:
             link.snd_settle_mode = Link.SND_SETTLED
         else:
@@ -550,7 +595,7 @@ class ProtonClient(Client):
         if credit <= 0 and not manual:
             raise NotSupported(Capability.PREFETCH, "AMQP credit 0 would deliver nothing; pull is not mapped")
         sub = _Subscription(sub_id=name, destination=destination, ack=ack, link=link, prefetch=credit,
-                            settle_second=False, manual=manual)
+                            settle_second=False, manual=manual, durable=durable is not None)
         self._subs[name] = sub
         self._by_link[name] = sub
         self._attach(link, f"receiver {name}")
@@ -571,7 +616,10 @@ class ProtonClient(Client):
         sub = self._subs.pop(subscription, None)
         if sub is None:
             raise AdapterError(f"unknown subscription {subscription}")
-        sub.link.close()
+        if sub.durable:
+            sub.link.detach()  # closed=false: the durable subscription stays
+        else:
+            sub.link.close()
         # the answering detach is the barrier: every transfer sent before it has been read. RabbitMQ 3.10
         # answers our detach(closed=true) with closed=false (a detach, not a close), so either counts.
         self.wire.wait(lambda: bool(sub.link.state & Endpoint.REMOTE_CLOSED) or subscription in self._link_errors
@@ -1106,7 +1154,7 @@ class ProtonAdapter(Adapter):
         return self._caps
 
     def _open(self, process: str, **options: Any) -> Client:
-        return ProtonClient(self, process, self.options)
+        return ProtonClient(self, process, self.options, client_id=options.get("client_id"))
 
 
 class ReferenceProtonAdapter(EmbeddedBrokerControls, ProtonAdapter):

@@ -74,6 +74,7 @@ class Capability(StrEnum):
     FAULT_INJECTION = "fault-injection"  # reference broker's fault API is reachable
     ASYNC_SEND = "async-send"  # JMS 7.3 completion listeners (reference client)
     PUBLISH_WINDOW = "publish-window"
+    DURABLE_SUBSCRIPTIONS = "durable-subscriptions"  # named topic subscriptions that outlive their consumer
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,20 +176,37 @@ class Client(abc.ABC):
     # -- verbs ---------------------------------------------------------------------
 
     def subscribe(self, destination: str, *, ack: AckMode = AckMode.AUTO, prefetch: int | None = None,
-                  headers: Mapping[str, str] | None = None) -> str:
+                  headers: Mapping[str, str] | None = None, durable: str | None = None) -> str:
+        """Open a consumer. With ``durable`` (topics only) it consumes the durable subscription of that
+        name (created, or resumed with what it kept), owned by the connection's ``client_id`` (an option
+        of :meth:`Adapter.client`): JMS ``createDurableConsumer``."""
         pending = self.recorder.invoke(Op.SUBSCRIBE, self.process, destination=destination,
-                                       ack_mode=str(ack), limit=prefetch)
-        sub_id = self._guard(pending, self._subscribe, destination, ack, prefetch, dict(headers or {}))
+                                       ack_mode=str(ack), limit=prefetch,
+                                       **({"value": {"durable": durable}} if durable is not None else {}))
+        if durable is None:
+            sub_id = self._guard(pending, self._subscribe, destination, ack, prefetch, dict(headers or {}))
+        else:
+            sub_id = self._guard(pending, self._subscribe_durable, destination, durable, ack, prefetch,
+                                 dict(headers or {}))
         self._subscriptions[sub_id] = (destination, ack)
         pending.ok(subscription=sub_id)
         return sub_id
 
     def unsubscribe(self, subscription: str) -> None:
+        """Close a consumer; a durable subscription it consumed is kept (see :meth:`remove_durable`)."""
         destination, _ = self._subscriptions.get(subscription, (None, AckMode.AUTO))
         pending = self.recorder.invoke(Op.UNSUBSCRIBE, self.process, destination=destination,
                                        subscription=subscription)
         self._guard(pending, self._unsubscribe, subscription)
         self._subscriptions.pop(subscription, None)
+        pending.ok()
+
+    def remove_durable(self, destination: str, name: str) -> None:
+        """Delete this client's durable subscription ``name`` on topic ``destination`` and what it kept
+        (JMS ``Session.unsubscribe``); it must have no open consumer."""
+        pending = self.recorder.invoke(Op.UNSUBSCRIBE, self.process, destination=destination,
+                                       value={"durable": name, "removed": True})
+        self._guard(pending, self._remove_durable, destination, name)
         pending.ok()
 
     def send(self, destination: str, body: bytes = b"", *, seq: int | None = None, producer: str | None = None,
@@ -307,6 +325,14 @@ class Client(abc.ABC):
 
     @abc.abstractmethod
     def _unsubscribe(self, subscription: str) -> None: ...
+
+    def _subscribe_durable(self, destination: str, name: str, ack: AckMode, prefetch: int | None,
+                           headers: dict[str, str]) -> str:
+        """Consume durable subscription ``name``; drivers that can, override this and ``_remove_durable``."""
+        raise NotSupported(Capability.DURABLE_SUBSCRIPTIONS, f"{self.adapter.name} has no durable subscriptions")
+
+    def _remove_durable(self, destination: str, name: str) -> None:
+        raise NotSupported(Capability.DURABLE_SUBSCRIPTIONS, f"{self.adapter.name} has no durable subscriptions")
 
     @abc.abstractmethod
     def _send(self, destination: str, body: bytes, headers: dict[str, str], persistent: bool, confirm: bool,

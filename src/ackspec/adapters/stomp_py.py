@@ -116,6 +116,10 @@ class _Listener(stomp.ConnectionListener):  # type: ignore[misc]
         self.on_disconnected()
 
 
+DURABLE_NAME_HEADER = "activemq.subscriptionName"
+"""SUBSCRIBE/UNSUBSCRIBE header naming a durable subscription (ActiveMQ's; Artemis and the reference broker
+read it too)."""
+
 NOT_OVER_STOMP: frozenset[Capability] = frozenset({
     Capability.NACK_OUTCOMES, Capability.ASYNC_SEND, Capability.PUBLISH_WINDOW,
 })
@@ -153,8 +157,10 @@ class StompPyClient(Client):
     adapter: StompPyAdapter
 
     def __init__(self, adapter: StompPyAdapter, process: str, *, heartbeats: tuple[int, int] = (0, 0),
-                 connect_headers: Mapping[str, str] | None = None) -> None:
+                 connect_headers: Mapping[str, str] | None = None, client_id: str | None = None) -> None:
         super().__init__(adapter, process)
+        if client_id is not None:  # owner of durable subscriptions (ActiveMQ, Artemis)
+            connect_headers = {**(connect_headers or {}), "client-id": client_id}
         self.settings = adapter.settings
         self.frames = _FrameQueue()
         self._ids = itertools.count(1)
@@ -262,6 +268,35 @@ class StompPyClient(Client):
         headers = self._confirmed(True)
         self._transmit(self.conn.unsubscribe, id=subscription, headers=headers)
         self._await(headers)
+
+    def _subscribe_durable(self, destination: str, name: str, ack: AckMode, prefetch: int | None,
+                           headers: dict[str, str]) -> str:
+        """STOMP has no durable subscriptions; the profile's ``durable_subscription`` names the dialect:
+        ``activemq`` (ActiveMQ, Artemis, the reference broker: ``client-id`` on CONNECT and
+        ``activemq.subscriptionName``) or ``rabbitmq`` (the subscription id is the name, with
+        ``durable:true`` and ``auto-delete:false``)."""
+        if self._durable_dialect() == "rabbitmq":
+            headers.update({"id": name, "durable": "true", "auto-delete": "false"})
+        else:
+            headers[DURABLE_NAME_HEADER] = name
+        return self._subscribe(destination, ack, prefetch, headers)
+
+    def _remove_durable(self, destination: str, name: str) -> None:
+        headers = self._confirmed(True)
+        if self._durable_dialect() == "rabbitmq":
+            headers["durable"] = "true"
+            sub_id = name
+        else:
+            headers[DURABLE_NAME_HEADER] = name
+            sub_id = f"{self.process}-s{next(self._ids)}"
+        self._transmit(self.conn.unsubscribe, id=sub_id, headers=headers)
+        self._await(headers)
+
+    def _durable_dialect(self) -> str:
+        dialect = str(self.settings.options.get("durable_subscription", "activemq"))
+        if dialect not in ("activemq", "rabbitmq"):
+            raise NotSupported(Capability.DURABLE_SUBSCRIPTIONS, f"unknown durable_subscription dialect {dialect!r}")
+        return dialect
 
     def _send(self, destination: str, body: bytes, headers: dict[str, str], persistent: bool, confirm: bool,
               transaction: str | None) -> SendResult:

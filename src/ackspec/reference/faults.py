@@ -67,6 +67,7 @@ MUTANTS: Final = frozenset(
         "early-dead-letter",  # dead-lettered one redelivery too early
         "prefetch-off-by-one",  # one delivery more than the prefetch allows
         "topic-one-subscriber",  # a topic message reaches only its first subscriber
+        "durable-forgets",  # a durable subscription is deleted when its consumer goes (as a nondurable one)
         "queue-to-two",  # a queue message also reaches a second consumer
         "reorder-receipts",  # a receipt is overtaken by the next one
         "wrong-receipt-id",  # RECEIPT carries a receipt-id that was never asked for

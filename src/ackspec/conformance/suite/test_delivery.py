@@ -109,6 +109,29 @@ def test_topic_copies_to_every_subscriber(harness: Harness) -> None:
           f"subscriber a got {ga}, b got {gb}, expected [0..4] each")
 
 
+@requirement("JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS")
+def test_durable_subscription_keeps_messages_while_inactive(harness: Harness) -> None:
+    """A durable subscription made, its consumer closed and its connection ended; five persistent messages
+    published; a new connection of the same client resumes it and must get all five, in order. The
+    subscription is deleted at the end (JMS unsubscribe), so nothing stays on the target."""
+    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.RECEIPTS)
+    t = harness.topic("durable")
+    client_id, name = f"ackspec-{t.rsplit('/', 1)[-1]}", "retains"  # the topic's name is unique per run
+    first = harness.client("durable-1", client_id=client_id)
+    first.unsubscribe(first.subscribe(t, durable=name))
+    first.disconnect()
+    producer = harness.client("producer")
+    harness.send_seq(producer, t, range(5), persistent=True)
+    second = harness.client("durable-2", client_id=client_id)
+    sub = second.subscribe(t, durable=name)
+    got = seqs(harness.expect_n(second, sub, 5, "JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS",
+                                "messages published while the durable subscription had no consumer"))
+    check(got == list(range(5)), "JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS",
+          f"the resumed durable subscription delivered seqs {got}, expected [0..4] in order")
+    second.unsubscribe(sub)
+    second.remove_durable(t, name)
+
+
 @requirement("STOMP-UNSUBSCRIBE-STOPS")
 def test_unsubscribe_stops_deliveries(harness: Harness) -> None:
     harness.require(Capability.TOPICS, Capability.RECEIPTS)

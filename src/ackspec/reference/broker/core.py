@@ -900,8 +900,11 @@ class BrokerCore:
         if s in q.consumers:
             q.consumers.remove(s)
             q.rr = 0
-        kept = not q.topic_copy or q.durable is not None  # a queue, or a durable subscription's
+        # a queue, or a durable subscription's queue, outlives its consumer
+        kept = not q.topic_copy or (q.durable is not None and not self._mutant("durable-forgets", q.name))
         if not kept:
+            if q.durable is not None:
+                self._remove_durable_queue(q.durable, q)
             routed = self._topics.get(s.destination)
             if routed and q in routed:
                 routed.remove(q)
