@@ -282,8 +282,13 @@ class StompPyClient(Client):
         return self._subscribe(destination, ack, prefetch, headers)
 
     def _remove_durable(self, destination: str, name: str) -> None:
+        """ActiveMQ deletes a durable subscription by name; RabbitMQ only in the UNSUBSCRIBE of a live
+        subscription (it ignores, without a receipt, one for an id not subscribed), so the driver resumes
+        it first."""
         headers = self._confirmed(True)
         if self._durable_dialect() == "rabbitmq":
+            if name not in self._subscriptions:  # no consumer open on it here
+                self._subscribe_durable(destination, name, AckMode.AUTO, None, {})
             headers["durable"] = "true"
             sub_id = name
         else:
