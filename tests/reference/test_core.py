@@ -248,6 +248,10 @@ def test_restore_replays_journal() -> None:
     new = b.publish("p", "/queue/a", b"3", persistent=True)
     assert all(e.record.message.message_id not in ids for e in new if isinstance(e, JournalAppend)
                and isinstance(e.record, Stored))
+    # survivors come back marked redelivered, with a count that says so (JMS 3.5.11: >= 2 on the wire)
+    again = delivers(b.subscribe("p", "s", "/queue/a", ack=AckMode.CLIENT_INDIVIDUAL))
+    assert [(d.message.body, d.redelivered, d.delivery_count) for d in again] == [
+        (b"1", True, 1), (b"2", True, 1), (b"3", False, 0)]
 
 
 def test_duplicate_subscription_id(core: BrokerCore) -> None:

@@ -90,6 +90,7 @@ from proton import (
 from proton import Delivery as PnDelivery
 
 from ackspec.adapters.base import (
+    HARNESS_CAPABILITIES,
     AckMode,
     Adapter,
     AdapterError,
@@ -1142,7 +1143,7 @@ class ProtonAdapter(Adapter):
                 opts = replace(opts, address_style=AmqpOptions.from_url(f"amqp://h:1?address={style}").address_style)
             if settings.capabilities is not STOMP_STANDARD_CAPABILITIES:
                 # the profile names what the target has; the driver can do no more than ALL_CAPABILITIES
-                caps = caps & settings.capabilities
+                caps = caps & settings.capabilities | settings.capabilities & HARNESS_CAPABILITIES
         self.options = opts
         self.settings = settings
         self._caps = caps - (without or frozenset())

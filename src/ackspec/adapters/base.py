@@ -77,6 +77,11 @@ class Capability(StrEnum):
     DURABLE_SUBSCRIPTIONS = "durable-subscriptions"  # named topic subscriptions that outlive their consumer
 
 
+HARNESS_CAPABILITIES: frozenset[Capability] = frozenset({Capability.BROKER_RESTART})
+"""Capabilities the harness provides around any driver (a restart command for a real target): a driver
+does not limit them."""
+
+
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """A message as a consumer saw it."""

@@ -46,6 +46,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--strict", action="store_true", help="documented deviations also fail the run")
     p.add_argument("--out", metavar="DIR", help="run directory (default ackspec-out/<run-id>)")
     p.add_argument("--no-report", action="store_true", help="do not build the traceability report at the end")
+    p.add_argument("--restart-command", metavar="CMD",
+                   help="shell command that restarts a real target keeping its messages (e.g. 'bash brokers/restart.sh "
+                        "artemis'): the broker-restart tests then run against it")
     p.add_argument("--fault", metavar="MUTANT", help=argparse.SUPPRESS)  # quality checks: mutant reference broker
     p.add_argument("-v", "--verbose", action="store_true", help="show pytest's own output")
     p.set_defaults(func=run)
@@ -100,7 +103,8 @@ def pytest_args(args: argparse.Namespace, run_id: str, out: Path) -> list[str]:
             f"--junitxml={out / 'junit.xml'}", f"--alluredir={out / 'allure-results'}", "--clean-alluredir"]
     for flag, value in (("--ackspec-target", args.target), ("--ackspec-profile", args.profile),
                         ("--ackspec-examples", args.examples), ("--ackspec-seed", args.seed),
-                        ("--ackspec-timeout", args.timeout), ("--ackspec-fault", args.fault)):
+                        ("--ackspec-timeout", args.timeout), ("--ackspec-fault", args.fault),
+                        ("--ackspec-restart-command", args.restart_command)):
         if value is not None:
             argv.append(f"{flag}={value}")
     argv += [f"--ackspec-only={p}" for p in args.only] + [f"--ackspec-skip={p}" for p in args.skip]

@@ -25,7 +25,7 @@ import inspect
 import itertools
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ackspec.adapters.base import AckMode, Adapter, Capability, Client, Delivery, NotSupported
@@ -47,8 +47,12 @@ class Harness:
     """Per-test access to the target."""
 
     def __init__(self, adapter: Adapter, recorder: Recorder, *, run_tag: str, test_index: int,
-                 timeout: float, settings: TargetSettings, broker: Any = None) -> None:
+                 timeout: float, settings: TargetSettings, broker: Any = None,
+                 restart: Callable[[], None] | None = None) -> None:
+        """``restart``: how to restart a real target (``--restart-command``); the embedded broker's
+        adapter restarts it itself."""
         self.adapter = adapter
+        self._restart = restart
         self.recorder = recorder
         self.timeout = timeout
         # the driver's settings carry the real endpoint (the embedded broker's ephemeral port)
@@ -225,7 +229,7 @@ class Harness:
     def restart_broker(self, *, crash: bool = False) -> None:
         """Restart the target; ``crash=True`` simulates a power loss (unsynced writes are lost)."""
         self.require(Capability.BROKER_RESTART)
-        restart = getattr(self.adapter, "restart_broker", None)
+        restart: Callable[..., None] | None = getattr(self.adapter, "restart_broker", None) or self._restart
         if restart is None:
             raise NotSupported(Capability.BROKER_RESTART, self.adapter.name)
         if crash and "crash" not in inspect.signature(restart).parameters:

@@ -44,6 +44,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run only suite tests whose node id or cited requirement matches this glob")
     group.addoption("--ackspec-skip", action="append", default=[], metavar="PATTERN",
                     help="deselect suite tests whose node id or cited requirement matches this glob")
+    group.addoption("--ackspec-restart-command", default=None, metavar="CMD",
+                    help="shell command that restarts a real target, keeping its stored messages (enables the "
+                         "broker-restart tests), e.g. 'bash brokers/restart.sh artemis'")
     group.addoption("--ackspec-fault", default=None, metavar="MUTANT",
                     help="run the embedded reference broker with a mutant fault (suite quality checks)")
 

@@ -104,6 +104,7 @@ class SuiteSession:
         self.url: str | None = opt("ackspec_target")
         self.profile_name: str | None = opt("ackspec_profile")
         self.fault: str | None = opt("ackspec_fault")
+        self.restart_command: str | None = opt("ackspec_restart_command")
         self.run_id: str = opt("ackspec_run_id") or new_run_id()
         out = opt("ackspec_out")
         self.out_dir = Path(out) if out else Path("ackspec-out") / self.run_id
@@ -161,7 +162,8 @@ class SuiteSession:
             if self._target_error is not None:
                 raise self._target_error
             try:
-                self.target = resolve(self.url, self.profile_name, fault=self.fault)
+                self.target = resolve(self.url, self.profile_name, fault=self.fault,
+                                      restart_command=self.restart_command)
             except ProfileError as exc:
                 self._target_error = pytest.UsageError(str(exc))
                 raise self._target_error from exc
@@ -278,7 +280,7 @@ def harness(request: pytest.FixtureRequest, ackspec_target: Target) -> Iterator[
     adapter = ackspec_target.make_adapter(recorder, suite_config.CURRENT.timeout)
     h = Harness(adapter, recorder, run_tag=suite.run_id.split("-")[-1], test_index=next(suite.counter),
                 timeout=suite_config.CURRENT.timeout, settings=ackspec_target.settings,
-                broker=ackspec_target.broker)
+                broker=ackspec_target.broker, restart=ackspec_target.restart)
     try:
         yield h
     finally:

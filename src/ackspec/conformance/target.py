@@ -15,16 +15,17 @@ import contextlib
 import fnmatch
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
-from ackspec.adapters.base import Adapter
+from ackspec.adapters.base import Adapter, Capability
 from ackspec.adapters.registry import UnknownScheme, factory_for, open_adapter
 from ackspec.adapters.settings import TargetSettings
+from ackspec.conformance.restart import RestartCommand
 from ackspec.conformance.verdicts import TargetUnavailable
 from ackspec.history import Recorder
 
@@ -164,6 +165,7 @@ class Target:
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     adapter_name: str = ""
     protocol: str = ""
+    restart: RestartCommand | None = None  # how to restart a real target (--restart-command)
 
     def deviations_for(self, nodeid: str) -> dict[str, str]:
         """``{requirement: reason}`` of the deviations that apply to one test."""
@@ -199,8 +201,11 @@ class Target:
 
 
 def resolve(url: str | None, profile_name: str | None, *, fault: str | None = None,
-            broker_options: Mapping[str, Any] | None = None) -> Target:
-    """Load the profile, then start the embedded broker (no URL) or probe the URL."""
+            broker_options: Mapping[str, Any] | None = None, restart_command: str | None = None) -> Target:
+    """Load the profile, then start the embedded broker (no URL) or probe the URL.
+
+    ``restart_command`` (a real target only: the embedded broker restarts itself) gives the target the
+    ``broker-restart`` capability."""
     if (url is None or url.startswith(EMBEDDED_PREFIXES)) and profile_name is None:
         profile_name = "reference" if "reference" in available_profiles() else None
     profile = load_profile(profile_name) if profile_name else None
@@ -220,4 +225,7 @@ def resolve(url: str | None, profile_name: str | None, *, fault: str | None = No
     except UnknownScheme as exc:
         raise ProfileError(str(exc)) from exc
     probe(url)
-    return Target(url, profile_name, profile, settings, deviations)
+    if restart_command is None:
+        return Target(url, profile_name, profile, settings, deviations)
+    settings = replace(settings, capabilities=settings.capabilities | {Capability.BROKER_RESTART})
+    return Target(url, profile_name, profile, settings, deviations, restart=RestartCommand(restart_command, url))

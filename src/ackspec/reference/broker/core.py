@@ -928,7 +928,9 @@ class BrokerCore:
         """Rebuild queues from journal records (on start, before any connection).
 
         Surviving messages come back marked redelivered: they may have been delivered
-        before the restart ("likely, not guaranteed", JMSRedelivered).
+        before the restart ("likely, not guaranteed", JMSRedelivered), with one failed delivery
+        counted (delivery-count 2 on the wire): a message marked redelivered has a count of at least
+        2 (JMS 3.5.11), and the journal does not keep exact counts (which 3.5.11 allows).
         """
         live: dict[str, Message] = {}
         for r in records:
@@ -949,7 +951,7 @@ class BrokerCore:
                     live.pop(mid, None)
         max_seq = 0
         for m in live.values():  # dict order = journal order = enqueue order
-            self._queue(m.destination).ready.append(_Entry(m, next(self._pos), 0, True))
+            self._queue(m.destination).ready.append(_Entry(m, next(self._pos), 1, True))
             self._journaled.add(m.message_id)
             max_seq = max(max_seq, m.seq)
         self._seq = itertools.count(max_seq + 1)
