@@ -43,10 +43,10 @@ pytest_all() {
   return "$status"
 }
 
-suite_run() {  # NAME URL PROFILE: one conformance run into $OUT/runs/NAME
-  local name=$1 url=$2 profile=$3
+suite_run() {  # NAME URL PROFILE [RESTART-COMMAND]: one conformance run into $OUT/runs/NAME
+  local name=$1 url=$2 profile=$3 restart=(${4:+--restart-command "$4"})
   rm -rf "$OUT/runs/$name"
-  ackspec run --target "$url" --profile "$profile" --out "$OUT/runs/$name" --no-report
+  ackspec run --target "$url" --profile "$profile" "${restart[@]}" --out "$OUT/runs/$name" --no-report
 }
 
 broker_runs() {  # BROKER: start it, run the suite over each of its protocols, always stop it
@@ -54,7 +54,8 @@ broker_runs() {  # BROKER: start it, run the suite over each of its protocols, a
   bash brokers/start.sh "$broker" --fresh || return 1
   while read -r name url profile; do
     [ -n "$name" ] || continue
-    suite_run "$name" "$url" "$profile" || status=1
+    # the restart tests restart the broker with brokers/restart.sh (its messages kept)
+    suite_run "$name" "$url" "$profile" "bash brokers/restart.sh $broker" || status=1
   done < <(python3 -c '
 import sys
 from ackspec.brokers import broker
