@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ackspec.reference.broker import Committed, DeadLettered, Message, Removed, Stored
-from ackspec.reference.broker.records import Record
+from ackspec.reference.broker.records import DurableRemoved, DurableSubscribed, Record, StoredCopy
 from ackspec.reference.journal import Journal, JournalCorruption, decode_record, encode_record
 
 from ._req import requirement
@@ -22,7 +22,11 @@ records = st.one_of(
     st.builds(Stored, messages),
     st.builds(Removed, texts),
     st.builds(DeadLettered, texts, texts, texts),
-    st.builds(Committed, st.lists(messages, max_size=3).map(tuple), st.lists(texts, max_size=3).map(tuple)),
+    st.builds(Committed, st.lists(messages, max_size=3).map(tuple), st.lists(texts, max_size=3).map(tuple),
+              st.lists(st.builds(StoredCopy, texts, texts, messages), max_size=2).map(tuple)),
+    st.builds(StoredCopy, texts, texts, messages),
+    st.builds(DurableSubscribed, texts, texts, texts),
+    st.builds(DurableRemoved, texts, texts),
 )
 
 

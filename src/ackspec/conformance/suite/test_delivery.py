@@ -132,6 +132,33 @@ def test_durable_subscription_keeps_messages_while_inactive(harness: Harness) ->
     second.remove_durable(t, name)
 
 
+@requirement("JMS-9.1-QUEUE-PERSISTENT-RELIABLE")
+def test_durable_subscription_keeps_persistent_messages_across_restart(harness: Harness) -> None:
+    """JMS 9.1: persistent messages sent to a durable subscription are delivered once and only once, also
+    when the broker restarts while the subscription has no consumer."""
+    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.PERSISTENCE,
+                    Capability.RECEIPTS, Capability.BROKER_RESTART)
+    t = harness.topic("durable")
+    client_id, name = f"ackspec-{t.rsplit('/', 1)[-1]}", "restart"
+    first = harness.client("durable-1", client_id=client_id)
+    first.unsubscribe(first.subscribe(t, durable=name))
+    first.disconnect()
+    harness.send_seq(harness.client("producer"), t, range(3), persistent=True)
+    harness.restart_broker()
+    second = harness.client("durable-2", client_id=client_id)
+    sub = second.subscribe(t, durable=name)
+    found = seqs(harness.receive_n(second, sub, 3) + harness.barrier(second, t, second, sub))
+    checks = Checks()
+    lost = sorted({0, 1, 2} - set(found))
+    checks.check(not lost, "JMS-9.1-QUEUE-PERSISTENT-RELIABLE",
+                 f"persistent messages kept by a durable subscription lost in a restart: {lost}")
+    checks.check(sorted(found) == sorted(set(found)), "JMS-9.1-QUEUE-PERSISTENT-RELIABLE",
+                 f"delivered more than once after the restart: {found}")
+    checks.done()
+    second.unsubscribe(sub)
+    second.remove_durable(t, name)
+
+
 @requirement("STOMP-UNSUBSCRIBE-STOPS")
 def test_unsubscribe_stops_deliveries(harness: Harness) -> None:
     harness.require(Capability.TOPICS, Capability.RECEIPTS)

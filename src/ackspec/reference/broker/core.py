@@ -31,7 +31,16 @@ from ackspec.reference.broker.model import (
     Settlement,
     destination_kind,
 )
-from ackspec.reference.broker.records import Committed, DeadLettered, Record, Removed, Stored
+from ackspec.reference.broker.records import (
+    Committed,
+    DeadLettered,
+    DurableRemoved,
+    DurableSubscribed,
+    Record,
+    Removed,
+    Stored,
+    StoredCopy,
+)
 from ackspec.reference.broker.trace import NULL_TRACER, Tracer
 
 if TYPE_CHECKING:
@@ -245,8 +254,9 @@ class BrokerCore:
             prefetch = min(prefetch, self.config.max_prefetch)
             if prefetch == 0 and credit is None:
                 prefetch = None if ack is AckMode.AUTO else self.config.default_prefetch
+        out: list[Effect] = []
         if durable is not None:
-            q = self._durable_queue(durable, destination)
+            q = self._durable_queue(durable, destination, out)
         elif topic:
             q = _Queue(destination, topic_copy=True)
             self._topics.setdefault(destination, []).append(q)
@@ -259,20 +269,23 @@ class BrokerCore:
             for e in q.parked:
                 q.give_back(e)
             q.parked.clear()
-        out: list[Effect] = []
         self._dispatch(q, out)
         return out
 
-    def _durable_queue(self, key: DurableKey, destination: str) -> _Queue:
+    def _durable_queue(self, key: DurableKey, destination: str, out: list[Effect]) -> _Queue:
         """The queue of durable subscription ``key`` on ``destination``: the kept one, or a new one (a
-        subscription kept for another topic is replaced: its messages are dropped)."""
+        subscription kept for another topic is replaced: its messages are dropped), journalled."""
         q = self._durables.get(key)
         if q is not None and q.name == destination:
             if len(q):
                 self.tracer.trace("JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS", destination)
             return q
         if q is not None:
-            self._remove_durable_queue(key, q)
+            self._remove_durable_queue(key, q, out)
+        out.append(JournalAppend(DurableSubscribed(key[0], key[1], destination)))
+        return self._add_durable(key, destination)
+
+    def _add_durable(self, key: DurableKey, destination: str) -> _Queue:
         q = _Queue(destination, topic_copy=True, durable=key)
         self._durables[key] = q
         self._topics.setdefault(destination, []).append(q)
@@ -289,10 +302,15 @@ class BrokerCore:
             raise CoreError(f"no durable subscription {key[1]!r} of client {key[0]!r}")
         if q.consumers:
             raise CoreError(f"durable subscription {key[1]!r} of client {key[0]!r} still has a consumer")
-        self._remove_durable_queue(key, q)
-        return []
+        out: list[Effect] = []
+        self._remove_durable_queue(key, q, out)
+        return out
 
-    def _remove_durable_queue(self, key: DurableKey, q: _Queue) -> None:
+    def _remove_durable_queue(self, key: DurableKey, q: _Queue, out: list[Effect]) -> None:
+        """Forget the subscription and its copies; one journal record drops them all on replay."""
+        out.append(JournalAppend(DurableRemoved(key[0], key[1])))
+        for entry in q.messages():
+            self._journaled.discard(entry.msg.message_id)
         del self._durables[key]
         routed = self._topics.get(q.name)
         if routed is not None and q in routed:
@@ -442,15 +460,35 @@ class BrokerCore:
             q.ready.append(_Entry(msg, next(self._pos)))
             self._dispatch(q, out)
             return journaled
+        journaled = False
+        for sq, copy, record in self._copies(msg):
+            if record is not None and journal:
+                out.append(JournalAppend(record))
+                self._journaled.add(copy.message_id)
+                journaled = True
+            sq.ready.append(_Entry(copy, next(self._pos)))
+            self._dispatch(sq, out)
+        return journaled
+
+    def _copies(self, msg: Message) -> list[tuple[_Queue, Message, StoredCopy | None]]:
+        """Each subscription queue a topic message goes to, with what it gets: the message itself, or,
+        for a persistent message kept by a durable subscription, a copy under its own id (message id @
+        client id / name) and the journal record that keeps it."""
         routed = self._topics.get(msg.destination)
-        if routed:
-            self.tracer.trace("JMS-4.2-TOPIC-EVERY-SUBSCRIBER", msg.destination)
-            if self._mutant("topic-one-subscriber", msg.destination):
-                routed = routed[:1]
-            for sq in routed:
-                sq.ready.append(_Entry(msg, next(self._pos)))
-                self._dispatch(sq, out)
-        return False
+        if not routed:
+            return []
+        self.tracer.trace("JMS-4.2-TOPIC-EVERY-SUBSCRIBER", msg.destination)
+        if self._mutant("topic-one-subscriber", msg.destination):
+            routed = routed[:1]
+        copies: list[tuple[_Queue, Message, StoredCopy | None]] = []
+        for sq in routed:
+            if sq.durable is not None and msg.persistent:
+                client, name = sq.durable
+                copy = msg._replace(message_id=f"{msg.message_id}@{client}/{name}")
+                copies.append((sq, copy, StoredCopy(client, name, copy)))
+            else:
+                copies.append((sq, msg, None))
+        return copies
 
     # ------------------------------------------------------------------ settlement
     def settle(
@@ -685,6 +723,8 @@ class BrokerCore:
         if len(t.sends) > 1 and self._mutant("commit-drops-one", t.sends[-1][1].destination):
             t.sends.pop()
         stored = tuple(m for q, m in t.sends if q is not None and m.persistent)
+        topic_copies = {i: self._copies(m) for i, (q, m) in enumerate(t.sends) if q is None}
+        copies = tuple(record for routed in topic_copies.values() for _, _, record in routed if record is not None)
         removed: list[str] = []
         pending: list[Effect] = []
         touched: dict[int, _Queue] = {}
@@ -695,18 +735,22 @@ class BrokerCore:
             s.in_tx.discard(d)
             self._apply_settlement(s, d, st, pending, removed)
             touched[id(s.queue)] = s.queue
-        journaled = bool(stored or removed)
+        journaled = bool(stored or removed or copies)
         if journaled:
-            out.append(JournalAppend(Committed(stored, tuple(removed))))
+            out.append(JournalAppend(Committed(stored, tuple(removed), copies)))
             for m in stored:
                 self._journaled.add(m.message_id)
+            for record in copies:
+                self._journaled.add(record.message.message_id)
         out += pending
-        for q, m in t.sends:
+        for i, (q, m) in enumerate(t.sends):
             if q is not None:
                 q.ready.append(_Entry(m, next(self._pos)))
                 touched[id(q)] = q
-            else:
-                self._route(None, m, out, journal=False)
+                continue
+            for sq, copy, _record in topic_copies[i]:
+                sq.ready.append(_Entry(copy, next(self._pos)))
+                touched[id(sq)] = sq
         for q in touched.values():
             self._dispatch(q, out)
         self.tracer.trace("STOMP-TX-COMMIT-ATOMIC", tx)
@@ -904,7 +948,7 @@ class BrokerCore:
         kept = not q.topic_copy or (q.durable is not None and not self._mutant("durable-forgets", q.name))
         if not kept:
             if q.durable is not None:
-                self._remove_durable_queue(q.durable, q)
+                self._remove_durable_queue(q.durable, q, out)
             routed = self._topics.get(s.destination)
             if routed and q in routed:
                 routed.remove(q)
@@ -933,39 +977,76 @@ class BrokerCore:
         2 (JMS 3.5.11), and the journal does not keep exact counts (which 3.5.11 allows).
         """
         live: dict[str, Message] = {}
+        owner: dict[str, DurableKey] = {}  # copy id -> the durable subscription keeping it
+        durables: dict[DurableKey, str] = {}  # durable subscription -> its topic
         for r in records:
             if isinstance(r, Stored):
                 live[r.message.message_id] = r.message
+            elif isinstance(r, StoredCopy):
+                self._restore_copy(r, live, owner)
             elif isinstance(r, Removed):
                 live.pop(r.message_id, None)
+                owner.pop(r.message_id, None)
             elif isinstance(r, DeadLettered):
                 m = live.pop(r.message_id, None)
+                owner.pop(r.message_id, None)  # a dead letter is an ordinary message of the DLQ
                 if m is not None:
                     extra = (("original-destination", m.destination), ("dead-letter-reason", r.reason))
                     live[m.message_id] = Message(m.message_id, r.dead_letter_queue, m.body,
                                                  (*extra, *m.headers), m.persistent, m.producer, m.seq)
+            elif isinstance(r, DurableSubscribed):
+                durables[(r.client_id, r.name)] = r.destination
+            elif isinstance(r, DurableRemoved):
+                key = (r.client_id, r.name)
+                durables.pop(key, None)
+                for mid in [mid for mid, k in owner.items() if k == key]:
+                    del owner[mid]
+                    live.pop(mid, None)
             else:
                 for m in r.stored:
                     live[m.message_id] = m
+                for copy in r.copies:
+                    self._restore_copy(copy, live, owner)
                 for mid in r.removed:
                     live.pop(mid, None)
+                    owner.pop(mid, None)
+        for key, destination in durables.items():
+            self._add_durable(key, destination)
         max_seq = 0
-        for m in live.values():  # dict order = journal order = enqueue order
-            self._queue(m.destination).ready.append(_Entry(m, next(self._pos), 1, True))
+        for mid, m in live.items():  # dict order = journal order = enqueue order
+            kept_by = owner.get(mid)
+            q = self._queue(m.destination) if kept_by is None else self._durables.get(kept_by)
+            if q is None:
+                continue  # kept by a subscription that is gone (cannot happen with a whole journal)
+            q.ready.append(_Entry(m, next(self._pos), 1, True))
             self._journaled.add(m.message_id)
             max_seq = max(max_seq, m.seq)
         self._seq = itertools.count(max_seq + 1)
 
+    @staticmethod
+    def _restore_copy(record: StoredCopy, live: dict[str, Message], owner: dict[str, DurableKey]) -> None:
+        live[record.message.message_id] = record.message
+        owner[record.message.message_id] = (record.client_id, record.name)
+
     def live_records(self) -> list[Record]:
-        """The journal content that reproduces the current durable state (for compaction)."""
+        """The journal content that reproduces the current durable state (for compaction): the durable
+        subscriptions first, then every journalled message, queued or delivered and unsettled, in
+        publication order."""
+        subscriptions: list[Record] = [DurableSubscribed(key[0], key[1], q.name) for key, q in self._durables.items()]
         out: list[Record] = []
-        for q in self._queues.values():
-            out.extend(Stored(e.msg) for e in q.messages() if e.msg.message_id in self._journaled)
+
+        def kept(q: _Queue, entries: Iterable[_Entry]) -> None:
+            for e in entries:
+                if e.msg.message_id in self._journaled:
+                    out.append(Stored(e.msg) if q.durable is None else StoredCopy(q.durable[0], q.durable[1], e.msg))
+
+        for q in (*self._queues.values(), *self._durables.values()):
+            kept(q, q.messages())
         for c in self._conns.values():
             for s in c.subs.values():
-                out.extend(Stored(e.msg) for e in s.unacked.values() if e.msg.message_id in self._journaled)
-        out.sort(key=lambda r: r.message.seq if isinstance(r, Stored) else 0)
-        return out
+                kept(s.queue, s.unacked.values())
+        out.sort(key=lambda r: r.message.seq if isinstance(r, Stored | StoredCopy) else 0)
+        return subscriptions + out
 
     # ------------------------------------------------------------------ introspection
     def queue_depth(self, destination: str) -> int:

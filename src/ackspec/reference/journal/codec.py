@@ -1,9 +1,11 @@
 """Binary encoding of journal records (no pickle: a journal must never execute code).
 
 Record payload = one type byte (``S`` stored, ``R`` removed, ``D`` dead-lettered,
-``C`` committed) followed by fields: strings and byte strings as u32 length + bytes, a
-message as id, destination, body, header count (u32) + name/value pairs, persistent (u8),
-producer, seq (u64).
+``C`` committed, ``M`` committed with durable-subscription copies, ``U`` durable subscription made,
+``X`` durable subscription deleted, ``K`` a copy a durable subscription keeps) followed by fields:
+strings and byte strings as u32 length + bytes, a message as id, destination, body, header count
+(u32) + name/value pairs, persistent (u8), producer, seq (u64); a copy as client id, name, message.
+A commit without copies keeps the ``C`` layout of older journals.
 """
 
 from __future__ import annotations
@@ -11,7 +13,16 @@ from __future__ import annotations
 import struct
 
 from ackspec.reference.broker.model import Message
-from ackspec.reference.broker.records import Committed, DeadLettered, Record, Removed, Stored
+from ackspec.reference.broker.records import (
+    Committed,
+    DeadLettered,
+    DurableRemoved,
+    DurableSubscribed,
+    Record,
+    Removed,
+    Stored,
+    StoredCopy,
+)
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -39,9 +50,27 @@ def _put_message(out: list[bytes], m: Message) -> None:
     out.append(_U64.pack(m.seq))
 
 
+def _put_copy(out: list[bytes], copy: StoredCopy) -> None:
+    _put_str(out, copy.client_id)
+    _put_str(out, copy.name)
+    _put_message(out, copy.message)
+
+
 def encode_record(record: Record) -> bytes:
     out: list[bytes] = []
-    if isinstance(record, Stored):
+    if isinstance(record, StoredCopy):
+        out.append(b"K")
+        _put_copy(out, record)
+    elif isinstance(record, DurableSubscribed):
+        out.append(b"U")
+        _put_str(out, record.client_id)
+        _put_str(out, record.name)
+        _put_str(out, record.destination)
+    elif isinstance(record, DurableRemoved):
+        out.append(b"X")
+        _put_str(out, record.client_id)
+        _put_str(out, record.name)
+    elif isinstance(record, Stored):
         out.append(b"S")
         _put_message(out, record.message)
     elif isinstance(record, Removed):
@@ -53,13 +82,17 @@ def encode_record(record: Record) -> bytes:
         _put_str(out, record.dead_letter_queue)
         _put_str(out, record.reason)
     else:
-        out.append(b"C")
+        out.append(b"M" if record.copies else b"C")
         out.append(_U32.pack(len(record.stored)))
         for m in record.stored:
             _put_message(out, m)
         out.append(_U32.pack(len(record.removed)))
         for mid in record.removed:
             _put_str(out, mid)
+        if record.copies:
+            out.append(_U32.pack(len(record.copies)))
+            for copy in record.copies:
+                _put_copy(out, copy)
     return b"".join(out)
 
 
@@ -121,10 +154,17 @@ def decode_record(payload: bytes) -> Record:
         record = Removed(r.str())
     elif kind == ord("D"):
         record = DeadLettered(r.str(), r.str(), r.str())
-    elif kind == ord("C"):
+    elif kind in (ord("C"), ord("M")):
         stored = tuple(r.message() for _ in range(r.u32()))
         removed = tuple(r.str() for _ in range(r.u32()))
-        record = Committed(stored, removed)
+        copies = tuple(StoredCopy(r.str(), r.str(), r.message()) for _ in range(r.u32())) if kind == ord("M") else ()
+        record = Committed(stored, removed, copies)
+    elif kind == ord("K"):
+        record = StoredCopy(r.str(), r.str(), r.message())
+    elif kind == ord("U"):
+        record = DurableSubscribed(r.str(), r.str(), r.str())
+    elif kind == ord("X"):
+        record = DurableRemoved(r.str(), r.str())
     else:
         raise ValueError(f"unknown record type {kind}")
     if r.pos != len(payload):
