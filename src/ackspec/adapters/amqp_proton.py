@@ -544,22 +544,25 @@ class ProtonClient(Client):
         the client id) from the topic, with a durable source (unsettled-state) that never expires."""
         return self._receiver(destination, ack, prefetch, headers, name)
 
-    def _durable_link(self, destination: str, name: str) -> Link:
+    def _receiver_link(self, destination: str, name: str, *, durable: bool = False) -> Link:
+        """A new receiver link (not yet open) from ``destination``; ``durable``: the one of the durable
+        subscription ``name``, its source durable (unsettled-state) and never expiring."""
         address, capability = self.opts.terminus(destination)
-        self._link_errors.pop(name, None)  # of an earlier link of this name
+        self._link_errors.pop(name, None)  # of an earlier link of this name (a durable subscription's)
         link = self.session.receiver(name)
         link.source.address = address
         if capability:
             link.source.capabilities.put_object(symbol(capability))
-        link.source.durability = Terminus.DELIVERIES
-        link.source.expiry_policy = Terminus.EXPIRE_NEVER
+        if durable:
+            link.source.durability = Terminus.DELIVERIES
+            link.source.expiry_policy = Terminus.EXPIRE_NEVER
         link.target.address = address
         return link
 
     def _remove_durable(self, destination: str, name: str) -> None:
         """JMS unsubscribe as qpid-jms does it: attach to the subscription without credit, then close the
         link (detach with closed=true), which deletes the subscription."""
-        link = self._durable_link(destination, name)
+        link = self._receiver_link(destination, name, durable=True)
         self._attach(link, f"receiver {name}")
         if link.state & Endpoint.REMOTE_CLOSED or link.remote_source.address is None:
             refused = self._refusal(link, f"receiver {name}", "no source")
@@ -574,17 +577,8 @@ class ProtonClient(Client):
 
     def _receiver(self, destination: str, ack: AckMode, prefetch: int | None, headers: dict[str, str],
                   durable: str | None) -> str:
-        if durable is not None:
-            name = durable
-            link = self._durable_link(destination, name)
-        else:
-            address, capability = self.opts.terminus(destination)
-            name = f"ackspec-{self.process}-{self._uid}-r{next(self._names)}"
-            link = self.session.receiver(name)
-            link.source.address = address
-            if capability:
-                link.source.capabilities.put_object(symbol(capability))
-            link.target.address = address
+        name = durable if durable is not None else f"ackspec-{self.process}-{self._uid}-r{next(self._names)}"
+        link = self._receiver_link(destination, name, durable=durable is not None)
         if ack is AckMode.AUTO:
             link.snd_settle_mode = Link.SND_SETTLED
         else:
