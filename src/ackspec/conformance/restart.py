@@ -25,8 +25,8 @@ DEFAULT_RESTART_TIMEOUT = 180.0
 
 @dataclass(frozen=True)
 class RestartCommand:
-    """Runs ``command`` in a shell; the restart is done when it exits 0 and ``ready`` accepts the
-    target again (the command may return before every listener is open)."""
+    """Runs ``command`` in a shell; the restart is done when it exits 0 and ``url`` accepts TCP
+    connections again (the command may return before every listener is open)."""
 
     command: str
     url: str

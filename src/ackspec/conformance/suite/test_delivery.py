@@ -109,27 +109,37 @@ def test_topic_copies_to_every_subscriber(harness: Harness) -> None:
           f"subscriber a got {ga}, b got {gb}, expected [0..4] each")
 
 
+DURABLE_NAME = "ackspec-durable"
+"""The durable subscriptions' name; each test's client id is unique per run, so no two runs share one."""
+
+
+def _suspended_durable(harness: Harness, name: str) -> tuple[str, str]:
+    """A fresh topic with durable subscription ``name`` made and left without a consumer: its consumer
+    closed and its connection ended. Returns the topic and the owning client id."""
+    t = harness.topic("durable")
+    client_id = f"ackspec-{t.rsplit('/', 1)[-1]}"  # the topic's name is unique per run
+    first = harness.client("durable-1", client_id=client_id)
+    first.unsubscribe(first.subscribe(t, durable=name))
+    first.disconnect()
+    return t, client_id
+
+
 @requirement("JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS")
 def test_durable_subscription_keeps_messages_while_inactive(harness: Harness) -> None:
     """A durable subscription made, its consumer closed and its connection ended; five persistent messages
     published; a new connection of the same client resumes it and must get all five, in order. The
     subscription is deleted at the end (JMS unsubscribe), so nothing stays on the target."""
     harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.RECEIPTS)
-    t = harness.topic("durable")
-    client_id, name = f"ackspec-{t.rsplit('/', 1)[-1]}", "retains"  # the topic's name is unique per run
-    first = harness.client("durable-1", client_id=client_id)
-    first.unsubscribe(first.subscribe(t, durable=name))
-    first.disconnect()
-    producer = harness.client("producer")
-    harness.send_seq(producer, t, range(5), persistent=True)
+    t, client_id = _suspended_durable(harness, DURABLE_NAME)
+    harness.send_seq(harness.client("producer"), t, range(5), persistent=True)
     second = harness.client("durable-2", client_id=client_id)
-    sub = second.subscribe(t, durable=name)
+    sub = second.subscribe(t, durable=DURABLE_NAME)
     got = seqs(harness.expect_n(second, sub, 5, "JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS",
                                 "messages published while the durable subscription had no consumer"))
     check(got == list(range(5)), "JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS",
           f"the resumed durable subscription delivered seqs {got}, expected [0..4] in order")
     second.unsubscribe(sub)
-    second.remove_durable(t, name)
+    second.remove_durable(t, DURABLE_NAME)
 
 
 @requirement("JMS-9.1-QUEUE-PERSISTENT-RELIABLE")
@@ -138,15 +148,11 @@ def test_durable_subscription_keeps_persistent_messages_across_restart(harness: 
     when the broker restarts while the subscription has no consumer."""
     harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.PERSISTENCE,
                     Capability.RECEIPTS, Capability.BROKER_RESTART)
-    t = harness.topic("durable")
-    client_id, name = f"ackspec-{t.rsplit('/', 1)[-1]}", "restart"
-    first = harness.client("durable-1", client_id=client_id)
-    first.unsubscribe(first.subscribe(t, durable=name))
-    first.disconnect()
+    t, client_id = _suspended_durable(harness, DURABLE_NAME)
     harness.send_seq(harness.client("producer"), t, range(3), persistent=True)
     harness.restart_broker()
     second = harness.client("durable-2", client_id=client_id)
-    sub = second.subscribe(t, durable=name)
+    sub = second.subscribe(t, durable=DURABLE_NAME)
     found = seqs(harness.receive_n(second, sub, 3) + harness.barrier(second, t, second, sub))
     checks = Checks()
     lost = sorted({0, 1, 2} - set(found))
@@ -156,7 +162,7 @@ def test_durable_subscription_keeps_persistent_messages_across_restart(harness: 
                  f"delivered more than once after the restart: {found}")
     checks.done()
     second.unsubscribe(sub)
-    second.remove_durable(t, name)
+    second.remove_durable(t, DURABLE_NAME)
 
 
 @requirement("STOMP-UNSUBSCRIBE-STOPS")

@@ -76,8 +76,9 @@ from ackspec.reference.broker import (
     Settlement,
 )
 from ackspec.reference.broker.auth import Authenticator
+from ackspec.reference.broker.core import DurableKey
 from ackspec.reference.broker.hub import Hub
-from ackspec.reference.broker.model import Headers
+from ackspec.reference.broker.model import TOPIC_PREFIX, Headers
 
 DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
@@ -183,7 +184,7 @@ class _OutLink:
     ack: AckMode
     core_credit: int = 0  # credit as the core counts it (decremented per Deliver)
     ids: dict[Ptr, int] = field(default_factory=dict)  # unsettled, no outcome yet: delivery -> core delivery id
-    durable: tuple[str, str] | None = None  # (container id, link name) of the durable subscription it consumes
+    durable: DurableKey | None = None  # (container id, link name) of the durable subscription it consumes
 
 
 @dataclass(eq=False)
@@ -547,11 +548,11 @@ class AmqpConnection:
         link.open()
         self._run(effects)
 
-    def _durable_key(self, link: Link, destination: str) -> tuple[str, str] | None:
+    def _durable_key(self, link: Link, destination: str) -> DurableKey | None:
         """A link that receives from a topic with a durable source (``configuration`` or
         ``unsettled-state``) consumes the durable subscription named by the client's container id and
         the link's name, as the AMQP JMS mapping does (docs/amqp-mapping.md)."""
-        if link.remote_source.durability == Terminus.NONDURABLE or not destination.startswith("/topic/"):
+        if link.remote_source.durability == Terminus.NONDURABLE or not destination.startswith(TOPIC_PREFIX):
             return None
         return (self.connection.remote_container or "", link.name)
 
