@@ -54,6 +54,19 @@ def test_ratio_is_reference_over_faster_of_rabbitmq_and_activemq() -> None:
     assert table.splitlines()[2].split()[-1] == "1.50"
 
 
+def test_amqp_table_gives_the_issue_ratio_and_the_fastest_real_ratio() -> None:
+    from ackspec.bench.amqp import AmqpBench  # noqa: PLC0415 (imports proton)
+
+    result = AmqpBench(["reference", "rabbitmq", "artemis", "activemq6"], 10, 1, 100)
+    rates = {"reference": 300.0, "rabbitmq": 100.0, "artemis": 600.0, "activemq6": 200.0}
+    result.cells.update({("amqp-consume-credit", t): Cell("amqp-consume-credit", t, 10, [r]) for t, r in rates.items()})
+    assert result.ratio("amqp-consume-credit", ("rabbitmq", "activemq6")) == (pytest.approx(1.5), "activemq6")
+    assert result.ratio("amqp-consume-credit") == (pytest.approx(0.5), "artemis")
+    row = next(line for line in result.table().splitlines() if line.startswith("amqp-consume-credit"))
+    assert row.split()[-4:] == ["1.50", "(activemq6)", "0.50", "(artemis)"]
+    assert result.ratio("amqp-presettled-send") is None  # nothing measured: no ratio, a "-"
+
+
 def test_unreachable_target_is_reported_not_raised(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as sock:  # a port with nobody listening
         sock.bind(("127.0.0.1", 0))
