@@ -56,6 +56,7 @@ EXPECTED: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "prefetch-off-by-one": (("test_delivery",), frozenset({"STOMP-SUBSCRIBE-PREFETCH"})),
     "topic-one-subscriber": (("test_delivery",), frozenset({"JMS-4.2-TOPIC-EVERY-SUBSCRIBER"})),
     "durable-forgets": (("test_delivery",), frozenset({"JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS"})),
+    "selector-ignored": (("test_selectors",), frozenset({"JMS-3.8-SELECTOR-FILTERS", "AMQ-ACKTYPE-UNMATCHED"})),
     "queue-to-two": (("test_delivery",), frozenset({
         "JMS-4.1.2-QUEUE-ONE-CONSUMER", "JMS-6.2.12-NO-DUPLICATE-PRODUCTION"})),
     "reorder-receipts": (("test_receipts",), frozenset({"STOMP-RECEIPT-ORDER", "STOMP-DISCONNECT-RECEIPT-LAST"})),

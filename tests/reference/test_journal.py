@@ -25,7 +25,7 @@ records = st.one_of(
     st.builds(Committed, st.lists(messages, max_size=3).map(tuple), st.lists(texts, max_size=3).map(tuple),
               st.lists(st.builds(StoredCopy, texts, texts, messages), max_size=2).map(tuple)),
     st.builds(StoredCopy, texts, texts, messages),
-    st.builds(DurableSubscribed, texts, texts, texts),
+    st.builds(DurableSubscribed, texts, texts, texts, texts),
     st.builds(DurableRemoved, texts, texts),
 )
 

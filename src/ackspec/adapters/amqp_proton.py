@@ -91,6 +91,7 @@ from proton import Delivery as PnDelivery
 
 from ackspec.adapters.base import (
     HARNESS_CAPABILITIES,
+    SELECTOR_OPTION,
     AckMode,
     Adapter,
     AdapterError,
@@ -127,9 +128,25 @@ ALL_CAPABILITIES = frozenset({
     Capability.ACK_CLIENT_INDIVIDUAL, Capability.NACK, Capability.NACK_OUTCOMES, Capability.RECEIPTS,
     Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.PREFETCH, Capability.PERSISTENCE,
     Capability.REDELIVERED_FLAG, Capability.DELIVERY_COUNT, Capability.DEAD_LETTER, Capability.ABRUPT_DISCONNECT,
-    Capability.CUSTOM_HEADERS, Capability.BINARY_BODY, Capability.DURABLE_SUBSCRIPTIONS,
+    Capability.CUSTOM_HEADERS, Capability.BINARY_BODY, Capability.DURABLE_SUBSCRIPTIONS, Capability.SELECTORS,
 })
 """Everything the driver can exercise; a target profile narrows it with ``without``."""
+
+
+SELECTOR_KEY = symbol("jms-selector")
+SELECTOR_FILTER = symbol("apache.org:selector-filter:string")
+"""The JMS selector filter of the AMQP filter registry (code 0x0000468C:0x00000004), as qpid-jms sends it."""
+
+
+def _has_selector(source: Terminus) -> bool:
+    """The peer's source names a selector filter (by the registry's name or code)."""
+    source.filter.rewind()
+    if source.filter.next() is None:
+        return False
+    found = source.filter.get_object()
+    return isinstance(found, dict) and any(
+        isinstance(v, Described) and v.descriptor in (SELECTOR_FILTER, ulong(0x0000468C00000004))
+        for v in found.values())
 
 
 def _raw_frame(performative: Described, payload: bytes = b"", channel: int = 0) -> bytes:
@@ -579,6 +596,9 @@ class ProtonClient(Client):
                   durable: str | None) -> str:
         name = durable if durable is not None else f"ackspec-{self.process}-{self._uid}-r{next(self._names)}"
         link = self._receiver_link(destination, name, durable=durable is not None)
+        selector = headers.pop(SELECTOR_OPTION, None)
+        if selector is not None:
+            link.source.filter.put_dict({SELECTOR_KEY: Described(SELECTOR_FILTER, selector)})
         if ack is AckMode.AUTO:
             link.snd_settle_mode = Link.SND_SETTLED
         else:
@@ -599,6 +619,10 @@ class ProtonClient(Client):
         if link.state & Endpoint.REMOTE_CLOSED or link.remote_source.address is None:
             refused = self._refusal(link, f"receiver {name}", "no source")
             raise AdapterError(f"subscribe to {destination} refused: {refused}")
+        if selector is not None and not _has_selector(link.remote_source):
+            # the AMQP JMS mapping: a source without the filter in the answer means it is not applied
+            raise AdapterError(f"subscribe to {destination}: the target did not apply the selector "
+                               "(no selector filter in its attach)")
         sub.settle_second = second and link.remote_rcv_settle_mode == Link.RCV_SECOND
         if manual and credit > 0:
             sub.granted += credit

@@ -75,6 +75,7 @@ class Capability(StrEnum):
     ASYNC_SEND = "async-send"  # JMS 7.3 completion listeners (reference client)
     PUBLISH_WINDOW = "publish-window"
     DURABLE_SUBSCRIPTIONS = "durable-subscriptions"  # named topic subscriptions that outlive their consumer
+    SELECTORS = "selectors"  # JMS message selectors on consumers (STOMP `selector`, AMQP selector filter)
 
 
 HARNESS_CAPABILITIES: frozenset[Capability] = frozenset({Capability.BROKER_RESTART})
@@ -168,6 +169,11 @@ class Adapter(abc.ABC):
         """Release driver-wide resources (threads, event loops)."""
 
 
+SELECTOR_OPTION = "selector"
+"""The subscribe option a driver turns into its protocol's selector (STOMP's header of that name, which
+ActiveMQ and Artemis read; the AMQP selector filter)."""
+
+
 class Client(abc.ABC):
     """One connection to the target. Public verbs record; ``_hooks`` talk to the wire."""
 
@@ -181,18 +187,26 @@ class Client(abc.ABC):
     # -- verbs ---------------------------------------------------------------------
 
     def subscribe(self, destination: str, *, ack: AckMode = AckMode.AUTO, prefetch: int | None = None,
-                  headers: Mapping[str, str] | None = None, durable: str | None = None) -> str:
+                  headers: Mapping[str, str] | None = None, durable: str | None = None,
+                  selector: str | None = None) -> str:
         """Open a consumer. With ``durable`` (topics only) it consumes the durable subscription of that
         name (created, or resumed with what it kept), owned by the connection's ``client_id`` (an option
-        of :meth:`Adapter.client`): JMS ``createDurableConsumer``."""
+        of :meth:`Adapter.client`): JMS ``createDurableConsumer``. With ``selector``, a JMS message
+        selector: the consumer gets only the messages it matches (needs :attr:`Capability.SELECTORS`)."""
+        value = {k: v for k, v in (("durable", durable), ("selector", selector)) if v is not None}
         pending = self.recorder.invoke(Op.SUBSCRIBE, self.process, destination=destination,
-                                       ack_mode=str(ack), limit=prefetch,
-                                       **({"value": {"durable": durable}} if durable is not None else {}))
+                                       ack_mode=str(ack), limit=prefetch, **({"value": value} if value else {}))
+        headers = dict(headers or {})
+        if selector is not None:
+            if Capability.SELECTORS not in self.adapter.capabilities:
+                error = NotSupported(Capability.SELECTORS, f"{self.adapter.name} against {self.adapter.url}")
+                pending.fail(error=str(error))
+                raise error
+            headers[SELECTOR_OPTION] = selector
         if durable is None:
-            sub_id = self._guard(pending, self._subscribe, destination, ack, prefetch, dict(headers or {}))
+            sub_id = self._guard(pending, self._subscribe, destination, ack, prefetch, headers)
         else:
-            sub_id = self._guard(pending, self._subscribe_durable, destination, durable, ack, prefetch,
-                                 dict(headers or {}))
+            sub_id = self._guard(pending, self._subscribe_durable, destination, durable, ack, prefetch, headers)
         self._subscriptions[sub_id] = (destination, ack)
         pending.ok(subscription=sub_id)
         return sub_id

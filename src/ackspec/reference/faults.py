@@ -68,6 +68,7 @@ MUTANTS: Final = frozenset(
         "prefetch-off-by-one",  # one delivery more than the prefetch allows
         "topic-one-subscriber",  # a topic message reaches only its first subscriber
         "durable-forgets",  # a durable subscription is deleted when its consumer goes (as a nondurable one)
+        "selector-ignored",  # consumers get the messages their selector does not match too
         "queue-to-two",  # a queue message also reaches a second consumer
         "reorder-receipts",  # a receipt is overtaken by the next one
         "wrong-receipt-id",  # RECEIPT carries a receipt-id that was never asked for

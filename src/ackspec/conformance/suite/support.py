@@ -13,6 +13,20 @@ from ackspec.adapters.base import AckMode, Client, Delivery
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.rawstomp import RawFrame, RawStomp
 
+DURABLE_NAME = "ackspec-durable"
+"""The durable subscriptions' name; each test's client id is unique per run, so no two runs share one."""
+
+
+def suspended_durable(harness: Harness, name: str, *, selector: str | None = None) -> tuple[str, str]:
+    """A fresh topic with durable subscription ``name`` (with ``selector``, if given) made and left without
+    a consumer: its consumer closed and its connection ended. Returns the topic and the owning client id."""
+    t = harness.topic("durable")
+    client_id = f"ackspec-{t.rsplit('/', 1)[-1]}"  # the topic's name is unique per run
+    first = harness.client("durable-1", client_id=client_id)
+    first.unsubscribe(first.subscribe(t, durable=name, selector=selector))
+    first.disconnect()
+    return t, client_id
+
 
 def subscribed(harness: Harness, *, ack: AckMode = AckMode.AUTO,
                prefetch: int | None = None) -> tuple[Client, str, str]:

@@ -8,7 +8,7 @@ import pytest
 
 from ackspec.adapters.base import AckMode, Capability, Delivery, NotSupported
 from ackspec.conformance.harness import Harness, seqs
-from ackspec.conformance.suite.support import received
+from ackspec.conformance.suite.support import DURABLE_NAME, received, suspended_durable
 from ackspec.conformance.verdicts import Checks, check
 
 requirement = pytest.mark.requirement
@@ -109,28 +109,13 @@ def test_topic_copies_to_every_subscriber(harness: Harness) -> None:
           f"subscriber a got {ga}, b got {gb}, expected [0..4] each")
 
 
-DURABLE_NAME = "ackspec-durable"
-"""The durable subscriptions' name; each test's client id is unique per run, so no two runs share one."""
-
-
-def _suspended_durable(harness: Harness, name: str) -> tuple[str, str]:
-    """A fresh topic with durable subscription ``name`` made and left without a consumer: its consumer
-    closed and its connection ended. Returns the topic and the owning client id."""
-    t = harness.topic("durable")
-    client_id = f"ackspec-{t.rsplit('/', 1)[-1]}"  # the topic's name is unique per run
-    first = harness.client("durable-1", client_id=client_id)
-    first.unsubscribe(first.subscribe(t, durable=name))
-    first.disconnect()
-    return t, client_id
-
-
 @requirement("JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS")
 def test_durable_subscription_keeps_messages_while_inactive(harness: Harness) -> None:
     """A durable subscription made, its consumer closed and its connection ended; five persistent messages
     published; a new connection of the same client resumes it and must get all five, in order. The
     subscription is deleted at the end (JMS unsubscribe), so nothing stays on the target."""
     harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.RECEIPTS)
-    t, client_id = _suspended_durable(harness, DURABLE_NAME)
+    t, client_id = suspended_durable(harness, DURABLE_NAME)
     harness.send_seq(harness.client("producer"), t, range(5), persistent=True)
     second = harness.client("durable-2", client_id=client_id)
     sub = second.subscribe(t, durable=DURABLE_NAME)
@@ -148,7 +133,7 @@ def test_durable_subscription_keeps_persistent_messages_across_restart(harness: 
     when the broker restarts while the subscription has no consumer."""
     harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.PERSISTENCE,
                     Capability.RECEIPTS, Capability.BROKER_RESTART)
-    t, client_id = _suspended_durable(harness, DURABLE_NAME)
+    t, client_id = suspended_durable(harness, DURABLE_NAME)
     harness.send_seq(harness.client("producer"), t, range(3), persistent=True)
     harness.restart_broker()
     second = harness.client("durable-2", client_id=client_id)

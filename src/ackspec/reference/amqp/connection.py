@@ -32,7 +32,7 @@ import contextlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, cast
+from typing import Any, Final, NamedTuple, cast
 
 from cproton_ffi import ffi, lib  # type: ignore[import-not-found]  # proton's C API, see _dispatch
 from proton import (
@@ -46,6 +46,7 @@ from proton import (
     Message,
     Terminus,
     Transport,
+    symbol,
     ulong,
 )
 from proton import Delivery as PnDelivery
@@ -79,6 +80,7 @@ from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.core import DurableKey
 from ackspec.reference.broker.hub import Hub
 from ackspec.reference.broker.model import TOPIC_PREFIX, Headers
+from ackspec.reference.broker.selector import Selector, SelectorError, parse_selector
 
 DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
@@ -538,7 +540,14 @@ class AmqpConnection:
         durable = self._durable_key(link, destination)
         out = _OutLink(link=link, impl=link._impl, sub=sub, ack=ack, durable=durable)
         try:
-            effects = self.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0, durable=durable)
+            selector = _selector(remote, link.source)
+        except SelectorError as exc:
+            self.core.tracer.trace("JMS-3.8-INVALID-SELECTOR-REFUSED", destination)
+            self._refuse(link, ERR_INVALID_FIELD, f"invalid selector: {exc}")
+            return
+        try:
+            effects = self.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0, durable=durable,
+                                          selector=selector)
         except CoreError as exc:
             self._refuse(link, ERR_INVALID_FIELD, exc.message)
             return
@@ -1214,6 +1223,30 @@ def _wrap(dlv: Ptr) -> PnDelivery:
 def _txn_of_transfer(dlv: Ptr) -> bytes:
     data = _wrap(dlv).remote.data or []
     return bytes(data[0]) if data else b""
+
+
+SELECTOR_DESCRIPTORS: Final = (symbol("apache.org:selector-filter:string"), ulong(0x0000468C00000004))
+"""The JMS selector filter of the AMQP filter registry, by name or by code (the AMQP JMS mapping)."""
+
+
+def _selector(remote: Terminus, local: Terminus) -> Selector | None:
+    """The message selector among the filters of the client's source, and the filters echoed in our
+    attach: only the selector (AMQP 3.5.3: the attach names the filters actually applied, so a
+    client can tell that the others are not). Raises :class:`SelectorError` for an invalid one."""
+    filters = remote.filter
+    filters.rewind()
+    if filters.next() is None:
+        return None
+    found = filters.get_object()
+    local.filter.clear()
+    if not isinstance(found, dict):
+        return None
+    for key, value in found.items():
+        if isinstance(value, Described) and value.descriptor in SELECTOR_DESCRIPTORS:
+            selector = parse_selector(value.value if isinstance(value.value, str) else None)
+            local.filter.put_dict({key: value})
+            return selector
+    return None
 
 
 def _capabilities(terminus: Terminus) -> frozenset[str]:

@@ -41,6 +41,7 @@ from ackspec.reference.broker.records import (
     Stored,
     StoredCopy,
 )
+from ackspec.reference.broker.selector import Selector, parse_selector
 from ackspec.reference.broker.trace import NULL_TRACER, Tracer
 
 if TYPE_CHECKING:
@@ -85,9 +86,10 @@ class _Queue:
     consumers and keeps collecting messages until it is removed (JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS).
     """
 
-    __slots__ = ("consumers", "durable", "name", "parked", "ready", "returned", "rr", "topic_copy")
+    __slots__ = ("consumers", "durable", "name", "parked", "ready", "returned", "rr", "selector", "topic_copy")
 
-    def __init__(self, name: str, topic_copy: bool = False, durable: DurableKey | None = None) -> None:
+    def __init__(self, name: str, topic_copy: bool = False, durable: DurableKey | None = None,
+                 selector: Selector | None = None) -> None:
         self.name = name
         self.ready: deque[_Entry] = deque()
         self.returned: list[_Entry] = []  # heap by original position: redeliveries go first, in order
@@ -96,6 +98,9 @@ class _Queue:
         self.rr = 0
         self.topic_copy = topic_copy
         self.durable = durable
+        self.selector = selector
+        """A topic subscription's message selector: the topic's messages it does not match never enter
+        this queue (for a durable subscription: ActiveMQ's UNMATCHED acknowledgement)."""
 
     def __len__(self) -> int:
         return len(self.ready) + len(self.returned) + len(self.parked)
@@ -129,6 +134,7 @@ class _Sub:
     unacked: dict[int, _Entry] = field(default_factory=dict)  # insertion order = delivery order
     in_tx: set[int] = field(default_factory=set)  # deliveries settled inside an open transaction
     aliases: set[int] = field(default_factory=set)  # mutant duplicate deliveries
+    selector: Selector | None = None  # on a queue: the messages it does not match are left for others
 
     @property
     def key(self) -> tuple[ConnId, str]:
@@ -226,6 +232,7 @@ class BrokerCore:
         prefetch: int | None = None,
         credit: int | None = None,
         durable: DurableKey | None = None,
+        selector: Selector | None = None,
     ) -> list[Effect]:
         """Attach a consumer.
 
@@ -234,7 +241,9 @@ class BrokerCore:
         (starts at the given value, see :meth:`add_credit`). ``durable``: on a topic, the
         ``(client id, name)`` of a durable subscription to create or to resume (with what it
         kept while no consumer was attached); a durable subscription has at most one consumer, and
-        resuming it on another topic replaces it with a new, empty one (JMS 6.11.1).
+        resuming it on another topic or with another selector replaces it with a new, empty one
+        (JMS 6.11.1). ``selector``: the consumer gets only the messages it matches (JMS 3.8); on a queue
+        the others stay for other consumers, on a topic its subscription never gets them.
         """
         c = self._conn(conn)
         if sub in c.subs:
@@ -256,13 +265,13 @@ class BrokerCore:
                 prefetch = None if ack is AckMode.AUTO else self.config.default_prefetch
         out: list[Effect] = []
         if durable is not None:
-            q = self._durable_queue(durable, destination, out)
+            q = self._durable_queue(durable, destination, selector, out)
         elif topic:
-            q = _Queue(destination, topic_copy=True)
+            q = _Queue(destination, topic_copy=True, selector=selector)
             self._topics.setdefault(destination, []).append(q)
         else:
             q = self._queue(destination)
-        s = _Sub(c, sub, destination, q, ack, prefetch, credit)
+        s = _Sub(c, sub, destination, q, ack, prefetch, credit, selector=None if topic else selector)
         c.subs[sub] = s
         q.consumers.append(s)
         if q.parked:
@@ -272,21 +281,23 @@ class BrokerCore:
         self._dispatch(q, out)
         return out
 
-    def _durable_queue(self, key: DurableKey, destination: str, out: list[Effect]) -> _Queue:
+    def _durable_queue(self, key: DurableKey, destination: str, selector: Selector | None,
+                       out: list[Effect]) -> _Queue:
         """The queue of durable subscription ``key`` on ``destination``: the kept one, or a new one (a
-        subscription kept for another topic is replaced: its messages are dropped), journalled."""
+        subscription kept for another topic or selector is replaced: its messages are dropped), journalled."""
         q = self._durables.get(key)
-        if q is not None and q.name == destination:
+        text = selector.text if selector is not None else ""
+        if q is not None and q.name == destination and (q.selector.text if q.selector else "") == text:
             if len(q):
                 self.tracer.trace("JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS", destination)
             return q
         if q is not None:
             self._remove_durable_queue(key, q, out)
-        out.append(JournalAppend(DurableSubscribed(key[0], key[1], destination)))
-        return self._add_durable(key, destination)
+        out.append(JournalAppend(DurableSubscribed(key[0], key[1], destination, text)))
+        return self._add_durable(key, destination, selector)
 
-    def _add_durable(self, key: DurableKey, destination: str) -> _Queue:
-        q = _Queue(destination, topic_copy=True, durable=key)
+    def _add_durable(self, key: DurableKey, destination: str, selector: Selector | None) -> _Queue:
+        q = _Queue(destination, topic_copy=True, durable=key, selector=selector)
         self._durables[key] = q
         self._topics.setdefault(destination, []).append(q)
         return q
@@ -482,6 +493,13 @@ class BrokerCore:
             routed = routed[:1]
         copies: list[tuple[_Queue, Message, StoredCopy | None]] = []
         for sq in routed:
+            if sq.selector is not None and not sq.selector.matches(msg):
+                if self._mutant("selector-ignored", msg.destination):
+                    pass  # delivered anyway
+                else:
+                    self.tracer.trace("AMQ-ACKTYPE-UNMATCHED" if sq.durable is not None
+                                      else "JMS-3.8-SELECTOR-FILTERS", msg.destination)
+                    continue
             if sq.durable is not None and msg.persistent:
                 client, name = sq.durable
                 copy = msg._replace(message_id=f"{msg.message_id}@{client}/{name}")
@@ -841,6 +859,9 @@ class BrokerCore:
                     continue
                 if entry.excluded is not None and s.key in entry.excluded:
                     continue
+                if s.selector is not None and not s.selector.matches(entry.msg) and not (
+                        faults is not None and faults.mutant_active("selector-ignored", q.name)):
+                    continue  # left for a consumer it matches (JMS 3.8)
                 chosen = s
                 q.rr = (rr + i + 1) % n
                 break
@@ -871,6 +892,7 @@ class BrokerCore:
         returned = q.returned
         c = s.conn
         unacked = s.unacked
+        selector = s.selector
         prefetch = s.prefetch
         # what _deliver does without mutants, inline (a Python call less per delivery)
         next_id = self._delivery_ids.__next__
@@ -886,8 +908,9 @@ class BrokerCore:
                     prefetch is not None and len(unacked) >= prefetch):
                 return
             entry = heapq.heappop(returned) if returned else ready.popleft()
-            if entry.excluded is not None and s.key in entry.excluded:
-                q.parked.append(entry)  # undeliverable to the only consumer
+            if (entry.excluded is not None and s.key in entry.excluded) or (
+                    selector is not None and not selector.matches(entry.msg)):
+                q.parked.append(entry)  # undeliverable to the only consumer (or not matched by its selector)
                 continue
             did = next_id()
             if credit is not None:
@@ -978,7 +1001,7 @@ class BrokerCore:
         """
         live: dict[str, Message] = {}
         owner: dict[str, DurableKey] = {}  # copy id -> the durable subscription keeping it
-        durables: dict[DurableKey, str] = {}  # durable subscription -> its topic
+        durables: dict[DurableKey, tuple[str, str]] = {}  # durable subscription -> its topic and selector
         for r in records:
             if isinstance(r, Stored):
                 live[r.message.message_id] = r.message
@@ -995,7 +1018,7 @@ class BrokerCore:
                     live[m.message_id] = Message(m.message_id, r.dead_letter_queue, m.body,
                                                  (*extra, *m.headers), m.persistent, m.producer, m.seq)
             elif isinstance(r, DurableSubscribed):
-                durables[(r.client_id, r.name)] = r.destination
+                durables[(r.client_id, r.name)] = (r.destination, r.selector)
             elif isinstance(r, DurableRemoved):
                 key = (r.client_id, r.name)
                 durables.pop(key, None)
@@ -1010,8 +1033,8 @@ class BrokerCore:
                 for mid in r.removed:
                     live.pop(mid, None)
                     owner.pop(mid, None)
-        for key, destination in durables.items():
-            self._add_durable(key, destination)
+        for key, (destination, text) in durables.items():
+            self._add_durable(key, destination, parse_selector(text))
         max_seq = 0
         for mid, m in live.items():  # dict order = journal order = enqueue order
             kept_by = owner.get(mid)
@@ -1032,7 +1055,8 @@ class BrokerCore:
         """The journal content that reproduces the current durable state (for compaction): the durable
         subscriptions first, then every journalled message, queued or delivered and unsettled, in
         publication order."""
-        subscriptions: list[Record] = [DurableSubscribed(key[0], key[1], q.name) for key, q in self._durables.items()]
+        subscriptions: list[Record] = [DurableSubscribed(key[0], key[1], q.name, q.selector.text if q.selector else "")
+                                       for key, q in self._durables.items()]
         out: list[Record] = []
 
         def kept(q: _Queue, entries: Iterable[_Entry]) -> None:

@@ -41,11 +41,13 @@ class DeadLettered:
 
 @dataclass(frozen=True, slots=True)
 class DurableSubscribed:
-    """A durable subscription ``name`` of client ``client_id`` was created on topic ``destination``."""
+    """A durable subscription ``name`` of client ``client_id`` was created on topic ``destination``,
+    keeping only the messages its message ``selector`` matches (``""``: every message)."""
 
     client_id: str
     name: str
     destination: str
+    selector: str = ""
 
 
 @dataclass(frozen=True, slots=True)

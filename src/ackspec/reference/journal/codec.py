@@ -2,6 +2,7 @@
 
 Record payload = one type byte (``S`` stored, ``R`` removed, ``D`` dead-lettered,
 ``C`` committed, ``M`` committed with durable-subscription copies, ``U`` durable subscription made,
+``V`` durable subscription made with a message selector (``U``'s fields + the selector),
 ``X`` durable subscription deleted, ``K`` a copy a durable subscription keeps) followed by fields:
 strings and byte strings as u32 length + bytes, a message as id, destination, body, header count
 (u32) + name/value pairs, persistent (u8), producer, seq (u64); a copy as client id, name, message.
@@ -62,10 +63,12 @@ def encode_record(record: Record) -> bytes:
         out.append(b"K")
         _put_copy(out, record)
     elif isinstance(record, DurableSubscribed):
-        out.append(b"U")
+        out.append(b"V" if record.selector else b"U")  # U: no selector (the format before selectors)
         _put_str(out, record.client_id)
         _put_str(out, record.name)
         _put_str(out, record.destination)
+        if record.selector:
+            _put_str(out, record.selector)
     elif isinstance(record, DurableRemoved):
         out.append(b"X")
         _put_str(out, record.client_id)
@@ -163,6 +166,8 @@ def decode_record(payload: bytes) -> Record:
         record = StoredCopy(r.str(), r.str(), r.message())
     elif kind == ord("U"):
         record = DurableSubscribed(r.str(), r.str(), r.str())
+    elif kind == ord("V"):
+        record = DurableSubscribed(r.str(), r.str(), r.str(), r.str())
     elif kind == ord("X"):
         record = DurableRemoved(r.str(), r.str())
     else:

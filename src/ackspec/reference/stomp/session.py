@@ -25,6 +25,9 @@ Wire behaviour (the reference for the suite):
   the topic's messages while no consumer is attached (UNSUBSCRIBE with only ``id``, DISCONNECT,
   a dropped connection); ``UNSUBSCRIBE`` with the name header deletes it. Without ``client-id``
   such a SUBSCRIBE is an ERROR.
+* ``SUBSCRIBE`` with ``selector`` (ActiveMQ's and Artemis's header): a Jakarta Messaging message
+  selector over the SEND's headers (as string properties) and the JMS header fields; the
+  subscription gets only the messages it matches. An invalid selector is an ERROR naming where.
 * ``NACK`` requeues (delivery-count + 1; dead-letter queue past ``max_redeliveries``). A NACK
   carrying ``ackspec-ack-type:1`` is the reference client's ActiveMQ POISON ack (STOMP has none):
   the message goes to the dead-letter queue at once, as a ``rejected`` outcome does over AMQP
@@ -51,6 +54,7 @@ from ackspec.reference.broker.core import BrokerCore, CoreError
 from ackspec.reference.broker.effects import Close, Confirm, Deliver, Effect, Reject
 from ackspec.reference.broker.hub import Hub
 from ackspec.reference.broker.model import ACCEPT, REQUEUE, AckMode, Outcome, Settlement
+from ackspec.reference.broker.selector import SelectorError, parse_selector
 from ackspec.reference.broker.trace import NULL_TRACER, Tracer
 from ackspec.reference.faults import ConfirmPolicy, FaultInjector
 from ackspec.reference.stomp import frames as F
@@ -384,12 +388,18 @@ class StompSession:
             self.tracer.trace("STOMP-SUBSCRIBE-ID-UNIQUE", sub_id)
             self._fail(f"subscription id {sub_id!r} already in use on this connection", frame)
             return
+        try:
+            selector = parse_selector(frame.get("selector"))
+        except SelectorError as exc:
+            self.tracer.trace("JMS-3.8-INVALID-SELECTOR-REFUSED", dest)
+            self._fail(f"invalid selector: {exc}", frame)
+            return
         durable = self._durable_key(frame)
         if durable is False:
             return
         self._sub_modes[sub_id] = mode
         self.hub.apply(self.core.subscribe(self.conn_id, sub_id, dest, ack=mode, prefetch=prefetch,
-                                           durable=durable))
+                                           durable=durable, selector=selector))
         self._receipt_for(frame)
 
     def _durable_key(self, frame: Frame) -> tuple[str, str] | Literal[False] | None:
