@@ -543,7 +543,7 @@ class AmqpConnection:
             selector = _selector(remote, link.source)
         except SelectorError as exc:
             self.core.tracer.trace("JMS-3.8-INVALID-SELECTOR-REFUSED", destination)
-            self._refuse(link, ERR_INVALID_FIELD, f"invalid selector: {exc}")
+            self._refuse(link, ERR_INVALID_FIELD, f"invalid {exc}")  # "invalid selector: <what> at position N"
             return
         try:
             effects = self.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0, durable=durable,

@@ -392,7 +392,7 @@ class StompSession:
             selector = parse_selector(frame.get("selector"))
         except SelectorError as exc:
             self.tracer.trace("JMS-3.8-INVALID-SELECTOR-REFUSED", dest)
-            self._fail(f"invalid selector: {exc}", frame)
+            self._fail(f"invalid {exc}", frame)  # "invalid selector: <what> at position N"
             return
         durable = self._durable_key(frame)
         if durable is False:
