@@ -77,10 +77,10 @@ def test_durable_subscription_keeps_only_what_its_selector_matches(harness: Harn
     second = harness.client("durable-2", client_id=client_id)
     sub = second.subscribe(t, durable=DURABLE_NAME, selector=SELECTOR)
     got = seqs(_until_last_red(second, sub))
+    second.unsubscribe(sub)
+    second.remove_durable(t, DURABLE_NAME)  # before the check, so a failure leaves nothing on the target
     check(got == RED, "AMQ-ACKTYPE-UNMATCHED",
           f"the resumed durable subscription selecting {SELECTOR} delivered seqs {got}, expected the red ones {RED}")
-    second.unsubscribe(sub)
-    second.remove_durable(t, DURABLE_NAME)
 
 
 @requirement("JMS-3.8-INVALID-SELECTOR-REFUSED")
@@ -95,3 +95,32 @@ def test_invalid_selector_is_refused(harness: Harness, selector: str) -> None:
     except AdapterError:
         return  # refused (NotSupported is an AdapterError too, but require() has ruled it out)
     check(False, "JMS-3.8-INVALID-SELECTOR-REFUSED", f"a consumer with the invalid selector {selector!r} was made")
+
+
+@requirement("JMS-DURABLE-CHANGED-SELECTOR-REPLACES")
+def test_durable_subscription_resumed_with_another_selector_is_a_new_one(harness: Harness) -> None:
+    """A durable subscription selecting red keeps three red messages while it has no consumer; resumed with
+    a selector that matches red *and* blue, it is a new subscription: the three kept messages are gone with
+    the old one, and only what is published afterwards (one blue, one red) arrives."""
+    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.SELECTORS,
+                    Capability.CUSTOM_HEADERS, Capability.RECEIPTS)
+    t, client_id = suspended_durable(harness, DURABLE_NAME, selector=SELECTOR)
+    producer = harness.client("producer")
+    for seq in range(3):
+        producer.send(t, f"m{seq}".encode(), seq=seq, producer="p1", persistent=True, headers={"colour": "red"})
+    harness.expect_dropped(t, range(3), reason="kept by a durable subscription that its resumption replaced")
+    second = harness.client("durable-2", client_id=client_id)
+    wider = "colour = 'red' OR colour = 'blue'"
+    sub = second.subscribe(t, durable=DURABLE_NAME, selector=wider)
+    for seq, colour in ((3, "blue"), (4, "red")):
+        producer.send(t, f"m{seq}".encode(), seq=seq, producer="p1", persistent=True, headers={"colour": colour})
+    got: list[int | None] = []
+    while (delivery := second.receive(sub, None)) is not None:
+        got.append(delivery.seq)
+        if delivery.seq == 4:
+            break
+    second.unsubscribe(sub)
+    second.remove_durable(t, DURABLE_NAME)  # before the check, so a failure leaves nothing on the target
+    check(got == [3, 4], "JMS-DURABLE-CHANGED-SELECTOR-REPLACES",
+          f"resumed with selector {wider!r} (was {SELECTOR!r}), the durable subscription delivered seqs {got}; "
+          "expected [3, 4]: only what was published after the resumption")
