@@ -61,6 +61,11 @@ class CoreError(Exception):
         self.requirement = requirement
 
 
+PASS_OVER_LIMIT = 200
+"""Messages one dispatch passes over while they wait for a blocked consumer (see BrokerCore._dispatch);
+ActiveMQ looks at most at a page of 200 messages (maxPageSize) the same way."""
+
+
 class _Entry:
     """One message in one queue, with its per-queue delivery state."""
 
@@ -820,7 +825,13 @@ class BrokerCore:
 
         The hottest loop of the core: the queue's heads are read inline (returned messages first,
         the heap by original position, then ready ones), the mutant look-ups happen only when a
-        mutant is on, and messages no current consumer may take are parked."""
+        mutant is on, and messages no current consumer may take are parked.
+
+        A message that only a blocked consumer wants (the others with room do not match it: a
+        selector, undeliverable-here) does not hold up the messages after it: up to
+        :data:`PASS_OVER_LIMIT` such messages are passed over, and put back at the head, in order,
+        when the dispatch ends. So a consumer with a selector is not starved by a message waiting
+        for another consumer's room (as ActiveMQ dispatches from a page of messages)."""
         consumers = q.consumers
         if not consumers:
             return
@@ -833,16 +844,18 @@ class BrokerCore:
         if faults is None and len(consumers) == 1:
             self._dispatch_to(q, consumers[0], out)
             return
+        passed: list[_Entry] = []  # waiting for a blocked consumer, behind messages others may take
         while True:
             if returned:
                 entry = returned[0]
             elif ready:
                 entry = ready[0]
             else:
-                return
+                break
             n = len(consumers)
             chosen: _Sub | None = None
             blocked = False
+            unwanted = False  # a consumer with room did not want it (selector, undeliverable-here)
             rr = q.rr
             for i in range(n):
                 s = consumers[(rr + i) % n]
@@ -858,19 +871,24 @@ class BrokerCore:
                     blocked = True
                     continue
                 if entry.excluded is not None and s.key in entry.excluded:
+                    unwanted = True
                     continue
                 if s.selector is not None and not s.selector.matches(entry.msg) and not (
                         faults is not None and faults.mutant_active("selector-ignored", q.name)):
+                    unwanted = True
                     continue  # left for a consumer it matches (JMS 3.8)
                 chosen = s
                 q.rr = (rr + i + 1) % n
                 break
-            if chosen is None and blocked:
-                return
+            if chosen is None and blocked and (not unwanted or len(passed) >= PASS_OVER_LIMIT):
+                break  # every consumer is blocked (or enough waiting messages were passed over)
             if returned:
                 heapq.heappop(returned)
             else:
                 ready.popleft()
+            if chosen is None and blocked:
+                passed.append(entry)  # only a blocked consumer wants it: the ones after it may go on
+                continue
             if chosen is None:
                 q.parked.append(entry)  # undeliverable to every current consumer
                 continue
@@ -884,6 +902,8 @@ class BrokerCore:
                 if other is not chosen:
                     deliver(other, _Entry(entry.msg, next(self._pos), entry.delivery_count,
                                           entry.redelivered), out)
+        for entry in passed:  # back at the head, in their original order
+            heapq.heappush(returned, entry)
 
     def _dispatch_to(self, q: _Queue, s: _Sub, out: list[Effect]) -> None:
         """:meth:`_dispatch` for a queue with one consumer and no mutant on (the usual case): the same
