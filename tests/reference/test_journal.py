@@ -35,6 +35,35 @@ def test_record_round_trip(record: Record) -> None:
     assert decode_record(encode_record(record)) == record
 
 
+def _u32_str(s: str) -> bytes:
+    data = s.encode()
+    return len(data).to_bytes(4, "big") + data
+
+
+@given(texts, texts, texts, st.one_of(st.just(""), texts))
+def test_durable_subscription_layout_u_without_selector_and_v_with_one(
+        client_id: str, name: str, destination: str, selector: str) -> None:
+    """A durable subscription without a selector keeps the ``U`` layout of journals written before
+    selectors (three strings), so they still replay; one with a selector is ``V``: the same + the selector."""
+    record = DurableSubscribed(client_id, name, destination, selector)
+    payload = encode_record(record)
+    fields = _u32_str(client_id) + _u32_str(name) + _u32_str(destination)
+    assert payload == (b"V" + fields + _u32_str(selector) if selector else b"U" + fields)
+    assert decode_record(payload) == record
+
+
+def test_durable_subscription_records_through_a_journal_file(tmp_path: Path) -> None:
+    recs: list[Record] = [DurableSubscribed("c", "plain", "/topic/t"),
+                          DurableSubscribed("c", "reds", "/topic/t", "colour = 'red'"),
+                          DurableSubscribed("c", "unicode", "/topic/t", "name = 'Zoë' AND n > 1")]
+    j = Journal(tmp_path)
+    j.replay()
+    j.open()
+    j.append(recs)
+    j.close()
+    assert Journal(tmp_path).replay()[0] == recs
+
+
 def _msg(i: int) -> Message:
     return Message(f"m{i}", "/queue/a", b"body%d" % i, (("k", "v"),), True, "p", i)
 
