@@ -1243,8 +1243,11 @@ def _selector(remote: Terminus, local: Terminus) -> Selector | None:
         return None
     for key, value in found.items():
         if isinstance(value, Described) and value.descriptor in SELECTOR_DESCRIPTORS:
-            selector = parse_selector(value.value if isinstance(value.value, str) else None)
-            local.filter.put_dict({key: value})
+            if not isinstance(value.value, str):
+                raise SelectorError(f"selector: not a string but {type(value.value).__name__}")
+            selector = parse_selector(value.value)
+            if selector is not None:  # a blank one is no selector (JMS), so there is nothing applied to echo
+                local.filter.put_dict({key: value})
             return selector
     return None
 
