@@ -7,6 +7,8 @@ what arrives together. ``flush_now`` turns on the listener's mid-read flush, cou
 
 from __future__ import annotations
 
+from typing import cast
+
 from proton import Link, Message
 
 from ackspec.reference.amqp.connection import RECEIVE_WINDOW, AmqpConnection
@@ -65,3 +67,16 @@ class InMemoryPair:
         self.pump()
         assert self.core.queue_depth(queue) == count
         return sender, receiver
+
+
+def accepted_bodies(receiver: Link) -> list[bytes]:
+    """The bodies of the receiver's complete deliveries so far, each accepted and settled."""
+    got = []
+    while (current := receiver.current) is not None:
+        msg = Message()
+        msg.decode(receiver.recv(current.pending))
+        receiver.advance()
+        current.update(current.ACCEPTED)
+        current.settle()
+        got.append(bytes(cast(bytes, msg.body)))
+    return got

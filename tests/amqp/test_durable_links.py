@@ -8,11 +8,9 @@ Sans-IO: a proton client engine and :class:`AmqpConnection` exchange bytes in me
 
 from __future__ import annotations
 
-from typing import cast
-
 import pytest
 from proton import Link, Message, Terminus
-from tests.amqp.inmemory import InMemoryPair
+from tests.amqp.inmemory import InMemoryPair, accepted_bodies
 from tests.reference._req import requirement
 
 T = "/topic/durable-links"
@@ -46,18 +44,6 @@ def _publish(pair: InMemoryPair, *bodies: bytes) -> None:
     pair.pump()
 
 
-def _bodies(receiver: Link) -> list[bytes]:
-    got = []
-    while (current := receiver.current) is not None:
-        msg = Message()
-        msg.decode(receiver.recv(current.pending))
-        receiver.advance()
-        current.update(current.ACCEPTED)
-        current.settle()
-        got.append(bytes(cast(bytes, msg.body)))
-    return got
-
-
 @requirement("JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS")
 @pytest.mark.parametrize("ending", ["detach", "session-end"])
 def test_suspended_durable_link_keeps_messages_until_closed(ending: str) -> None:
@@ -76,12 +62,12 @@ def test_suspended_durable_link_keeps_messages_until_closed(ending: str) -> None
     _publish(pair, b"1", b"2")
     assert pair.core.durable_depth((CONTAINER, NAME)) == 2
     resumed = _durable_receiver(pair)
-    assert _bodies(resumed) == [b"1", b"2"]
+    assert accepted_bodies(resumed) == [b"1", b"2"]
     resumed.close()  # closed=true: the subscription is deleted
     pair.pump()
     assert pair.core.durable_depth((CONTAINER, NAME)) is None
     _publish(pair, b"3")
-    assert _bodies(_durable_receiver(pair)) == []
+    assert accepted_bodies(_durable_receiver(pair)) == []
 
 
 def test_nondurable_topic_link_keeps_nothing_after_detach() -> None:
@@ -91,5 +77,5 @@ def test_nondurable_topic_link_keeps_nothing_after_detach() -> None:
     pair.pump()
     _publish(pair, b"1")
     assert pair.core.durable_depth((CONTAINER, NAME)) is None
-    assert _bodies(_durable_receiver(pair, durable=False)) == []
+    assert accepted_bodies(_durable_receiver(pair, durable=False)) == []
 

@@ -12,11 +12,11 @@ A proton client engine and :class:`AmqpConnection` exchange bytes in memory (tes
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from proton import Described, Endpoint, Link, Message, Terminus, symbol, ulong
-from tests.amqp.inmemory import InMemoryPair
+from tests.amqp.inmemory import InMemoryPair, accepted_bodies
 from tests.reference._req import requirement
 
 from ackspec.reference.broker import Tracer
@@ -64,18 +64,6 @@ def _publish(pair: InMemoryPair, address: str, colours: list[str], *, durable: b
     pair.pump()
 
 
-def _bodies(receiver: Link) -> list[bytes]:
-    got = []
-    while (current := receiver.current) is not None:
-        msg = Message()
-        msg.decode(receiver.recv(current.pending))
-        receiver.advance()
-        current.update(current.ACCEPTED)
-        current.settle()
-        got.append(bytes(cast(bytes, msg.body)))
-    return got
-
-
 def _filters(terminus: Terminus) -> dict[Any, Any] | None:
     """A terminus's filter map (None when it has none)."""
     data = terminus.filter
@@ -94,11 +82,11 @@ def test_a_receiver_with_the_selector_filter_gets_only_matching_messages(descrip
     receiver = _receiver(pair, Q, _selecting(RED, descriptor))
     assert receiver.remote_condition is None
     _publish(pair, Q, ["red", "blue", "red", "green"])
-    assert _bodies(receiver) == [b"0-red", b"2-red"]
+    assert accepted_bodies(receiver) == [b"0-red", b"2-red"]
     pair.pump()
     assert pair.core.queue_depth(Q) == 2  # the others stay for other consumers
     every = _receiver(pair, Q, None, name="every")
-    assert _bodies(every) == [b"1-blue", b"3-green"]
+    assert accepted_bodies(every) == [b"1-blue", b"3-green"]
 
 
 @requirement("JMS-3.8-SELECTOR-FILTERS")
@@ -107,8 +95,8 @@ def test_a_topic_receiver_with_the_selector_filter_gets_only_matching_messages()
     red = _receiver(pair, T, _selecting("colour <> 'blue'"), name="red")
     every = _receiver(pair, T, None, name="every")
     _publish(pair, T, ["red", "blue", "green"])
-    assert _bodies(red) == [b"0-red", b"2-green"]
-    assert _bodies(every) == [b"0-red", b"1-blue", b"2-green"]
+    assert accepted_bodies(red) == [b"0-red", b"2-green"]
+    assert accepted_bodies(every) == [b"0-red", b"1-blue", b"2-green"]
 
 
 @requirement("JMS-3.8-SELECTOR-FILTERS")
@@ -122,7 +110,7 @@ def test_the_attach_echoes_the_selector_filter_only(descriptor: Any) -> None:
     assert receiver.remote_condition is None
     assert _filters(receiver.remote_source) == _selecting(RED, descriptor)
     _publish(pair, Q, ["blue", "red"])
-    assert _bodies(receiver) == [b"1-red"]  # and it is applied
+    assert accepted_bodies(receiver) == [b"1-red"]  # and it is applied
 
 
 def test_an_unknown_filter_alone_is_not_echoed_nor_applied() -> None:
@@ -131,7 +119,7 @@ def test_an_unknown_filter_alone_is_not_echoed_nor_applied() -> None:
     assert receiver.remote_condition is None and not receiver.state & Endpoint.REMOTE_CLOSED
     assert _filters(receiver.remote_source) is None
     _publish(pair, Q, ["blue", "red"])
-    assert _bodies(receiver) == [b"0-blue", b"1-red"]
+    assert accepted_bodies(receiver) == [b"0-blue", b"1-red"]
 
 
 def test_no_filter_no_echo() -> None:
@@ -158,7 +146,7 @@ def test_an_invalid_selector_refuses_the_link(selector: str) -> None:
     _publish(pair, Q, ["red"])  # no consumer was made: the message stays queued
     assert pair.core.queue_depth(Q) == 1
     again = _receiver(pair, Q, _selecting(RED), name="again")  # the connection goes on
-    assert _bodies(again) == [b"0-red"]
+    assert accepted_bodies(again) == [b"0-red"]
 
 
 @requirement("JMS-3.8-INVALID-SELECTOR-REFUSED")
@@ -180,7 +168,7 @@ def test_a_blank_selector_is_no_selector_and_is_not_echoed() -> None:
     receiver.remote_source.filter.rewind()
     assert receiver.remote_source.filter.next() is None
     _publish(pair, Q, ["red", "blue"])
-    assert _bodies(receiver) == [b"0-red", b"1-blue"]
+    assert accepted_bodies(receiver) == [b"0-red", b"1-blue"]
 
 
 @requirement("JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS", "AMQ-ACKTYPE-UNMATCHED",
@@ -194,10 +182,10 @@ def test_a_durable_link_with_a_selector_keeps_only_matching_messages() -> None:
     _publish(pair, T, ["red", "blue", "red"], durable=True)
     assert pair.core.durable_depth(key) == 2
     resumed = _receiver(pair, T, _selecting(RED), name="reds", durable=True)
-    assert _bodies(resumed) == [b"0-red", b"2-red"]
+    assert accepted_bodies(resumed) == [b"0-red", b"2-red"]
     resumed.detach()
     pair.pump()
     _publish(pair, T, ["red"], durable=True)
     other = _receiver(pair, T, _selecting("colour IN ('red', 'blue')"), name="reds", durable=True)  # another
-    assert _bodies(other) == []
+    assert accepted_bodies(other) == []
     assert pair.core.durable_depth(key) == 0

@@ -23,7 +23,6 @@ from ackspec.reference.broker import (
     CoreConfig,
     Deliver,
     Effect,
-    JournalAppend,
     Record,
     Tracer,
 )
@@ -32,6 +31,7 @@ from ackspec.reference.broker.selector import Selector, parse_selector
 from ackspec.reference.faults import FaultInjector
 
 from ._req import requirement
+from .test_core_durable import journal, restarted  # the same journal helpers
 
 Q = "/queue/colours"
 T = "/topic/colours"
@@ -57,10 +57,6 @@ def delivers(effects: list[Effect]) -> list[Deliver]:
 
 def bodies(effects: list[Effect], conn: str | None = None) -> list[bytes]:
     return [d.message.body for d in delivers(effects) if conn is None or d.conn == conn]
-
-
-def journal(effects: list[Effect]) -> list[Record]:
-    return [e.record for e in effects if isinstance(e, JournalAppend)]
 
 
 def new_core(*, tracer: Tracer | None = None, faults: FaultInjector | None = None) -> BrokerCore:
@@ -263,14 +259,6 @@ def test_resuming_with_another_selector_starts_afresh(core: BrokerCore, before: 
 
 
 # -- across a restart: the journal keeps the selector ---------------------------------------------------------
-
-
-def restarted(records: list[Record]) -> BrokerCore:
-    again = BrokerCore(CoreConfig(max_redeliveries=5))
-    again.restore(records)
-    for conn in ("p", "c1", "c2"):
-        again.open(conn)
-    return again
 
 
 def _suspended_with_reds(core: BrokerCore) -> list[Record]:
