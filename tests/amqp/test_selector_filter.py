@@ -189,3 +189,22 @@ def test_a_durable_link_with_a_selector_keeps_only_matching_messages() -> None:
     other = _receiver(pair, T, _selecting("colour IN ('red', 'blue')"), name="reds", durable=True)  # another
     assert accepted_bodies(other) == []
     assert pair.core.durable_depth(key) == 0
+
+
+NO_LOCAL = {symbol("no-local"): Described(symbol("apache.org:no-local-filter:list"), [])}
+
+
+@requirement("JMS-NO-LOCAL-OWN-CONNECTION")
+@pytest.mark.parametrize("descriptor", [symbol("apache.org:no-local-filter:list"), ulong(0x0000468C00000003)])
+def test_a_no_local_filter_skips_the_links_own_connection_and_is_echoed(descriptor: Any) -> None:
+    pair = InMemoryPair()
+    filters = {symbol("no-local"): Described(descriptor, []), **_selecting(RED)}
+    receiver = _receiver(pair, T, filters)
+    assert _filters(receiver.remote_source) == filters  # both applied, both echoed
+    _publish(pair, T, ["red"])  # published on the receiver's own connection: not delivered
+    assert accepted_bodies(receiver) == []
+    pair.core.open("other")  # another connection, straight on the core
+    for body, colour in ((b"1-red", "red"), (b"2-blue", "blue")):
+        pair.hub.apply(pair.core.publish("other", T, body, (("colour", colour),)))
+    pair.pump()
+    assert accepted_bodies(receiver) == [b"1-red"]

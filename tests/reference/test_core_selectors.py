@@ -21,6 +21,7 @@ from ackspec.reference.broker import (
     AckMode,
     BrokerCore,
     CoreConfig,
+    CoreError,
     Deliver,
     Effect,
     Record,
@@ -328,3 +329,42 @@ def test_mutant_selector_ignored_delivers_unmatched_messages(destination: str) -
     faults.enable_mutant("selector-ignored")
     assert run(None) == [body(0, "red")]
     assert run(faults) == [body(0, "red"), body(1, "blue")]
+
+
+# -- noLocal ------------------------------------------------------------------------------------------------
+
+
+@requirement("JMS-NO-LOCAL-OWN-CONNECTION")
+def test_a_no_local_topic_subscription_skips_only_its_own_connections_messages(core: BrokerCore) -> None:
+    core.subscribe("c1", "mine", T, no_local=True)
+    core.subscribe("c2", "every", T)
+    own = core.publish("c1", T, b"own", ())
+    other = core.publish("p", T, b"other", ())
+    assert bodies(own, "c1") == [] and bodies(own, "c2") == [b"own"]
+    assert bodies(other, "c1") == [b"other"] and bodies(other, "c2") == [b"other"]
+
+
+@requirement("JMS-NO-LOCAL-OWN-CONNECTION")
+def test_no_local_skips_own_transactional_messages_at_commit(core: BrokerCore) -> None:
+    core.subscribe("c1", "mine", T, no_local=True)
+    core.begin("c1", "tx")
+    core.publish("c1", T, b"own", (), tx="tx")
+    assert bodies(core.commit("c1", "tx"), "c1") == []
+
+
+def test_no_local_has_no_effect_on_a_queue(core: BrokerCore) -> None:
+    core.subscribe("c1", "mine", Q, no_local=True)
+    assert bodies(core.publish("c1", Q, b"own", ()), "c1") == [b"own"]
+
+
+def test_no_local_on_a_durable_subscription_is_refused(core: BrokerCore) -> None:
+    with pytest.raises(CoreError, match="noLocal"):
+        core.subscribe("c1", "d", T, durable=KEY, no_local=True)
+
+
+def test_the_no_local_ignored_mutant_delivers_own_messages() -> None:
+    faults = FaultInjector()
+    faults.enable_mutant("no-local-ignored")
+    c = new_core(faults=faults)
+    c.subscribe("c1", "mine", T, no_local=True)
+    assert bodies(c.publish("c1", T, b"own", ()), "c1") == [b"own"]

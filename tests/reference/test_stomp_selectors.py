@@ -127,3 +127,25 @@ def test_invalid_selector_without_receipt_has_no_receipt_id() -> None:
     assert error.command == "ERROR" and (error.get("message") or "").startswith("invalid selector:")
     assert error.get("receipt-id") is None
     assert c.closed
+
+
+@requirement("JMS-NO-LOCAL-OWN-CONNECTION")
+@pytest.mark.parametrize("header", ["activemq.noLocal", "no-local"])
+def test_no_local_subscription_skips_its_own_connections_messages(header: str) -> None:
+    b = Broker()
+    own, other = b.client(), b.client()
+    own.send("SUBSCRIBE", destination=T, id="s1", receipt="r", **{header: "true"})
+    assert [f.command for f in own.frames()] == ["RECEIPT"]
+    own.send("SEND", b"own", destination=T)
+    other.send("SEND", b"other", destination=T)
+    assert messages(own.frames()) == [b"other"]
+
+
+@requirement("JMS-NO-LOCAL-OWN-CONNECTION")
+def test_no_local_on_a_durable_subscription_is_an_error_not_ignored() -> None:
+    b = Broker()
+    c = b.client(**{"client-id": "me"})
+    c.send("SUBSCRIBE", destination=T, id="s1", receipt="r", **{"activemq.subscriptionName": "d",
+                                                               "activemq.noLocal": "true"})
+    error = c.frames()[-1]
+    assert error.command == "ERROR" and "noLocal" in (error.get("message") or "")

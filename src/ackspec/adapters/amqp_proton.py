@@ -91,6 +91,7 @@ from proton import Delivery as PnDelivery
 
 from ackspec.adapters.base import (
     HARNESS_CAPABILITIES,
+    NO_LOCAL_OPTION,
     SELECTOR_OPTION,
     AckMode,
     Adapter,
@@ -129,24 +130,29 @@ ALL_CAPABILITIES = frozenset({
     Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.PREFETCH, Capability.PERSISTENCE,
     Capability.REDELIVERED_FLAG, Capability.DELIVERY_COUNT, Capability.DEAD_LETTER, Capability.ABRUPT_DISCONNECT,
     Capability.CUSTOM_HEADERS, Capability.BINARY_BODY, Capability.DURABLE_SUBSCRIPTIONS, Capability.SELECTORS,
+    Capability.NO_LOCAL,
 })
 """Everything the driver can exercise; a target profile narrows it with ``without``."""
 
 
 SELECTOR_KEY = symbol("jms-selector")
 SELECTOR_FILTER = symbol("apache.org:selector-filter:string")
-"""The JMS selector filter of the AMQP filter registry (code 0x0000468C:0x00000004), as qpid-jms sends it."""
+SELECTOR_CODE = ulong(0x0000468C00000004)
+"""The JMS selector filter of the AMQP filter registry, as qpid-jms sends it (name; the code is the same)."""
+NO_LOCAL_KEY = symbol("no-local")
+NO_LOCAL_FILTER = symbol("apache.org:no-local-filter:list")
+NO_LOCAL_CODE = ulong(0x0000468C00000003)
+"""The JMS noLocal filter of the AMQP filter registry, as qpid-jms sends it (an empty list)."""
 
 
-def _has_selector(source: Terminus) -> bool:
-    """The peer's source names a selector filter (by the registry's name or code)."""
+def _has_filter(source: Terminus, descriptors: tuple[Any, ...]) -> bool:
+    """The peer's source names a filter described by one of ``descriptors`` (the registry's name or code)."""
     source.filter.rewind()
     if source.filter.next() is None:
         return False
     found = source.filter.get_object()
     return isinstance(found, dict) and any(
-        isinstance(v, Described) and v.descriptor in (SELECTOR_FILTER, ulong(0x0000468C00000004))
-        for v in found.values())
+        isinstance(v, Described) and v.descriptor in descriptors for v in found.values())
 
 
 def _raw_frame(performative: Described, payload: bytes = b"", channel: int = 0) -> bytes:
@@ -597,8 +603,14 @@ class ProtonClient(Client):
         name = durable if durable is not None else f"ackspec-{self.process}-{self._uid}-r{next(self._names)}"
         link = self._receiver_link(destination, name, durable=durable is not None)
         selector = headers.pop(SELECTOR_OPTION, None)
+        no_local = headers.pop(NO_LOCAL_OPTION, None) == "true"
+        filters: dict[Any, Any] = {}
         if selector is not None:
-            link.source.filter.put_dict({SELECTOR_KEY: Described(SELECTOR_FILTER, selector)})
+            filters[SELECTOR_KEY] = Described(SELECTOR_FILTER, selector)
+        if no_local:
+            filters[NO_LOCAL_KEY] = Described(NO_LOCAL_FILTER, [])
+        if filters:
+            link.source.filter.put_dict(filters)
         if ack is AckMode.AUTO:
             link.snd_settle_mode = Link.SND_SETTLED
         else:
@@ -619,10 +631,12 @@ class ProtonClient(Client):
         if link.state & Endpoint.REMOTE_CLOSED or link.remote_source.address is None:
             refused = self._refusal(link, f"receiver {name}", "no source")
             raise AdapterError(f"subscribe to {destination} refused: {refused}")
-        if selector is not None and not _has_selector(link.remote_source):
+        for wanted, descriptors, what in ((selector is not None, (SELECTOR_FILTER, SELECTOR_CODE), "selector"),
+                                          (no_local, (NO_LOCAL_FILTER, NO_LOCAL_CODE), "no-local")):
             # the AMQP JMS mapping: a source without the filter in the answer means it is not applied
-            raise AdapterError(f"subscribe to {destination}: the target did not apply the selector "
-                               "(no selector filter in its attach)")
+            if wanted and not _has_filter(link.remote_source, descriptors):
+                raise AdapterError(f"subscribe to {destination}: the target did not apply the {what} filter "
+                                   "(not in its attach)")
         sub.settle_second = second and link.remote_rcv_settle_mode == Link.RCV_SECOND
         if manual and credit > 0:
             sub.granted += credit

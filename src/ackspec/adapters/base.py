@@ -76,6 +76,7 @@ class Capability(StrEnum):
     PUBLISH_WINDOW = "publish-window"
     DURABLE_SUBSCRIPTIONS = "durable-subscriptions"  # named topic subscriptions that outlive their consumer
     SELECTORS = "selectors"  # JMS message selectors on consumers (STOMP `selector`, AMQP selector filter)
+    NO_LOCAL = "no-local"  # JMS noLocal topic consumers (ActiveMQ's STOMP header, AMQP no-local filter)
 
 
 HARNESS_CAPABILITIES: frozenset[Capability] = frozenset({Capability.BROKER_RESTART})
@@ -172,6 +173,8 @@ class Adapter(abc.ABC):
 SELECTOR_OPTION = "selector"
 """The subscribe option a driver turns into its protocol's selector (STOMP's header of that name, which
 ActiveMQ and Artemis read; the AMQP selector filter)."""
+NO_LOCAL_OPTION = "no-local"
+"""The subscribe option (value ``true``) a driver turns into its protocol's noLocal."""
 
 
 class Client(abc.ABC):
@@ -188,21 +191,28 @@ class Client(abc.ABC):
 
     def subscribe(self, destination: str, *, ack: AckMode = AckMode.AUTO, prefetch: int | None = None,
                   headers: Mapping[str, str] | None = None, durable: str | None = None,
-                  selector: str | None = None) -> str:
+                  selector: str | None = None, no_local: bool = False) -> str:
         """Open a consumer. With ``durable`` (topics only) it consumes the durable subscription of that
         name (created, or resumed with what it kept), owned by the connection's ``client_id`` (an option
         of :meth:`Adapter.client`): JMS ``createDurableConsumer``. With ``selector``, a JMS message
-        selector: the consumer gets only the messages it matches (needs :attr:`Capability.SELECTORS`)."""
-        value = {k: v for k, v in (("durable", durable), ("selector", selector)) if v is not None}
+        selector: the consumer gets only the messages it matches (needs :attr:`Capability.SELECTORS`). With
+        ``no_local`` (topics), not the messages this connection publishes (needs :attr:`Capability.NO_LOCAL`)."""
+        value: dict[str, object] = {k: v for k, v in (("durable", durable), ("selector", selector)) if v is not None}
+        if no_local:
+            value["no_local"] = True
         pending = self.recorder.invoke(Op.SUBSCRIBE, self.process, destination=destination,
                                        ack_mode=str(ack), limit=prefetch, **({"value": value} if value else {}))
         headers = dict(headers or {})
-        if selector is not None:
-            if Capability.SELECTORS not in self.adapter.capabilities:
-                error = NotSupported(Capability.SELECTORS, f"{self.adapter.name} against {self.adapter.url}")
+        for wanted, capability, option, text in ((selector is not None, Capability.SELECTORS, SELECTOR_OPTION,
+                                                  selector or ""),
+                                                 (no_local, Capability.NO_LOCAL, NO_LOCAL_OPTION, "true")):
+            if not wanted:
+                continue
+            if capability not in self.adapter.capabilities:
+                error = NotSupported(capability, f"{self.adapter.name} against {self.adapter.url}")
                 pending.fail(error=str(error))
                 raise error
-            headers[SELECTOR_OPTION] = selector
+            headers[option] = text
         if durable is None:
             sub_id = self._guard(pending, self._subscribe, destination, ack, prefetch, headers)
         else:

@@ -28,6 +28,7 @@ from stomp.exception import StompException
 from stomp.protocol import Protocol12
 
 from ackspec.adapters.base import (
+    NO_LOCAL_OPTION,
     AckMode,
     Adapter,
     AdapterError,
@@ -253,6 +254,8 @@ class StompPyClient(Client):
 
     def _subscribe(self, destination: str, ack: AckMode, prefetch: int | None, headers: dict[str, str]) -> str:
         sub_id = headers.pop("id", None) or f"{self.process}-s{next(self._ids)}"
+        if headers.get(NO_LOCAL_OPTION) == "true":  # sent as no-local too: ActiveMQ reads activemq.noLocal
+            headers["activemq.noLocal"] = "true"
         if prefetch is not None and Capability.PREFETCH in self.settings.capabilities:
             # a prefetch is only a hint to a target without message-count prefetch (Artemis' window is in bytes)
             for name in self.settings.prefetch_headers:

@@ -69,6 +69,7 @@ MUTANTS: Final = frozenset(
         "topic-one-subscriber",  # a topic message reaches only its first subscriber
         "durable-forgets",  # a durable subscription is deleted when its consumer goes (as a nondurable one)
         "selector-ignored",  # consumers get the messages their selector does not match too
+        "no-local-ignored",  # a noLocal subscription gets its own connection's messages too
         "queue-to-two",  # a queue message also reaches a second consumer
         "reorder-receipts",  # a receipt is overtaken by the next one
         "wrong-receipt-id",  # RECEIPT carries a receipt-id that was never asked for

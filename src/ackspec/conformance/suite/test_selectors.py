@@ -1,4 +1,5 @@
-"""Message selection (Jakarta Messaging 3.8): a consumer with a selector gets only what it matches.
+"""Message selection (Jakarta Messaging 3.8): a consumer with a selector gets only what it matches; and
+noLocal, the other filter a consumer can ask for: not its own connection's messages.
 
 The messages are told apart by one string property, ``colour``: STOMP carries every property as a
 string, so a string comparison means the same on every target. Each test sends its matching messages
@@ -124,3 +125,26 @@ def test_durable_subscription_resumed_with_another_selector_is_a_new_one(harness
     check(got == [3, 4], "JMS-DURABLE-CHANGED-SELECTOR-REPLACES",
           f"resumed with selector {wider!r} (was {SELECTOR!r}), the durable subscription delivered seqs {got}; "
           "expected [3, 4]: only what was published after the resumption")
+
+
+@requirement("JMS-NO-LOCAL-OWN-CONNECTION")
+def test_no_local_consumer_does_not_get_its_own_connections_messages(harness: Harness) -> None:
+    """A noLocal topic consumer's connection and another connection publish in turn, each send confirmed
+    before the next: only the other connection's messages arrive. Its last message ends the wait, since the
+    broker had routed every earlier one before it was sent."""
+    harness.require(Capability.TOPICS, Capability.NO_LOCAL, Capability.RECEIPTS)
+    t = harness.topic("no-local")
+    own = harness.client("own")
+    sub = own.subscribe(t, no_local=True)
+    other = harness.client("other")
+    for seq in range(6):
+        sender, producer = (own, "own") if seq % 2 == 0 else (other, "other")
+        sender.send(t, f"m{seq}".encode(), seq=seq, producer=producer)
+    harness.expect_dropped(t, [0, 2, 4], producer="own", reason="published by the noLocal consumer's connection")
+    got: list[tuple[str | None, int | None]] = []
+    while (delivery := own.receive(sub, None)) is not None:
+        got.append((delivery.producer, delivery.seq))
+        if delivery.seq == 5:
+            break
+    check(got == [("other", 1), ("other", 3), ("other", 5)], "JMS-NO-LOCAL-OWN-CONNECTION",
+          f"the noLocal consumer got {got}; expected only the other connection's seqs 1, 3, 5")

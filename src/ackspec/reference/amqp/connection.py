@@ -540,14 +540,14 @@ class AmqpConnection:
         durable = self._durable_key(link, destination)
         out = _OutLink(link=link, impl=link._impl, sub=sub, ack=ack, durable=durable)
         try:
-            selector = _selector(remote, link.source)
+            selector, no_local = _filters(remote, link.source)
         except SelectorError as exc:
             self.core.tracer.trace("JMS-3.8-INVALID-SELECTOR-REFUSED", destination)
             self._refuse(link, ERR_INVALID_FIELD, f"invalid {exc}")  # "invalid selector: <what> at position N"
             return
         try:
             effects = self.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0, durable=durable,
-                                          selector=selector)
+                                          selector=selector, no_local=no_local)
         except CoreError as exc:
             self._refuse(link, ERR_INVALID_FIELD, exc.message)
             return
@@ -1227,29 +1227,41 @@ def _txn_of_transfer(dlv: Ptr) -> bytes:
 
 SELECTOR_DESCRIPTORS: Final = (symbol("apache.org:selector-filter:string"), ulong(0x0000468C00000004))
 """The JMS selector filter of the AMQP filter registry, by name or by code (the AMQP JMS mapping)."""
+NO_LOCAL_DESCRIPTORS: Final = (symbol("apache.org:no-local-filter:list"), ulong(0x0000468C00000003))
+"""The JMS noLocal filter of the AMQP filter registry, by name or by code."""
 
 
-def _selector(remote: Terminus, local: Terminus) -> Selector | None:
-    """The message selector among the filters of the client's source, and the filters echoed in our
-    attach: only the selector (AMQP 3.5.3: the attach names the filters actually applied, so a
-    client can tell that the others are not). Raises :class:`SelectorError` for an invalid one."""
+def _filters(remote: Terminus, local: Terminus) -> tuple[Selector | None, bool]:
+    """The message selector and the noLocal flag among the filters of the client's source, and the
+    filters echoed in our attach: only those two (AMQP 3.5.3: the attach names the filters actually
+    applied, so a client can tell that the others are not). Raises :class:`SelectorError` for an
+    invalid selector."""
     filters = remote.filter
     filters.rewind()
     if filters.next() is None:
-        return None
+        return None, False
     found = filters.get_object()
     local.filter.clear()
     if not isinstance(found, dict):
-        return None
+        return None, False
+    selector: Selector | None = None
+    no_local = False
+    applied: dict[Any, Any] = {}
     for key, value in found.items():
-        if isinstance(value, Described) and value.descriptor in SELECTOR_DESCRIPTORS:
+        if not isinstance(value, Described):
+            continue
+        if value.descriptor in SELECTOR_DESCRIPTORS and selector is None:
             if not isinstance(value.value, str):
                 raise SelectorError(f"selector: not a string but {type(value.value).__name__}")
             selector = parse_selector(value.value)
             if selector is not None:  # a blank one is no selector (JMS), so there is nothing applied to echo
-                local.filter.put_dict({key: value})
-            return selector
-    return None
+                applied[key] = value
+        elif value.descriptor in NO_LOCAL_DESCRIPTORS and not no_local:
+            no_local = True
+            applied[key] = value
+    if applied:
+        local.filter.put_dict(applied)
+    return selector, no_local
 
 
 def _capabilities(terminus: Terminus) -> frozenset[str]:

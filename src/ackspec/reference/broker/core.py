@@ -91,7 +91,8 @@ class _Queue:
     consumers and keeps collecting messages until it is removed (JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS).
     """
 
-    __slots__ = ("consumers", "durable", "name", "parked", "ready", "returned", "rr", "selector", "topic_copy")
+    __slots__ = ("consumers", "durable", "name", "no_local", "parked", "ready", "returned", "rr", "selector",
+                 "topic_copy")
 
     def __init__(self, name: str, topic_copy: bool = False, durable: DurableKey | None = None,
                  selector: Selector | None = None) -> None:
@@ -106,6 +107,8 @@ class _Queue:
         self.selector = selector
         """A topic subscription's message selector: the topic's messages it does not match never enter
         this queue (for a durable subscription: ActiveMQ's UNMATCHED acknowledgement)."""
+        self.no_local: ConnId | None = None
+        """A nondurable topic subscription made with noLocal: its connection, whose messages never enter."""
 
     def __len__(self) -> int:
         return len(self.ready) + len(self.returned) + len(self.parked)
@@ -238,6 +241,7 @@ class BrokerCore:
         credit: int | None = None,
         durable: DurableKey | None = None,
         selector: Selector | None = None,
+        no_local: bool = False,
     ) -> list[Effect]:
         """Attach a consumer.
 
@@ -248,7 +252,9 @@ class BrokerCore:
         kept while no consumer was attached); a durable subscription has at most one consumer, and
         resuming it on another topic or with another selector replaces it with a new, empty one
         (JMS 6.11.1). ``selector``: the consumer gets only the messages it matches (JMS 3.8); on a queue
-        the others stay for other consumers, on a topic its subscription never gets them.
+        the others stay for other consumers, on a topic its subscription never gets them. ``no_local``:
+        on a nondurable topic subscription, the messages published by its own connection never reach it
+        (JMS noLocal; no effect on a queue; a durable subscription with it is refused: not implemented).
         """
         c = self._conn(conn)
         if sub in c.subs:
@@ -262,6 +268,8 @@ class BrokerCore:
             kept = self._durables.get(durable)
             if kept is not None and kept.consumers:
                 raise CoreError(f"durable subscription {durable[1]!r} of client {durable[0]!r} already has a consumer")
+        if no_local and durable is not None:
+            raise CoreError("noLocal on a durable subscription is not supported by this broker")
         if ack is not AckMode.AUTO and prefetch is None and credit is None:
             prefetch = self.config.default_prefetch
         if prefetch is not None:
@@ -273,6 +281,8 @@ class BrokerCore:
             q = self._durable_queue(durable, destination, selector, out)
         elif topic:
             q = _Queue(destination, topic_copy=True, selector=selector)
+            if no_local:
+                q.no_local = conn
             self._topics.setdefault(destination, []).append(q)
         else:
             q = self._queue(destination)
@@ -498,6 +508,10 @@ class BrokerCore:
             routed = routed[:1]
         copies: list[tuple[_Queue, Message, StoredCopy | None]] = []
         for sq in routed:
+            if (sq.no_local is not None and sq.no_local == msg.producer
+                    and not self._mutant("no-local-ignored", msg.destination)):
+                self.tracer.trace("JMS-NO-LOCAL-OWN-CONNECTION", msg.destination)
+                continue
             if sq.selector is not None and not sq.selector.matches(msg):
                 if self._mutant("selector-ignored", msg.destination):
                     pass  # delivered anyway

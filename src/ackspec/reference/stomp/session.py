@@ -28,6 +28,8 @@ Wire behaviour (the reference for the suite):
 * ``SUBSCRIBE`` with ``selector`` (ActiveMQ's and Artemis's header): a Jakarta Messaging message
   selector over the SEND's headers (as string properties) and the JMS header fields; the
   subscription gets only the messages it matches. An invalid selector is an ERROR naming where.
+* ``SUBSCRIBE`` to a topic with ``activemq.noLocal:true`` (or ``no-local:true``): the subscription does
+  not get the messages its own connection publishes (JMS noLocal).
 * ``NACK`` requeues (delivery-count + 1; dead-letter queue past ``max_redeliveries``). A NACK
   carrying ``ackspec-ack-type:1`` is the reference client's ActiveMQ POISON ack (STOMP has none):
   the message goes to the dead-letter queue at once, as a ``rejected`` outcome does over AMQP
@@ -78,6 +80,8 @@ SUPPORTED: Final = ("1.0", "1.1", "1.2")
 _NO_RECEIPT: Final = object()
 
 DURABLE_NAME_HEADERS: Final = ("activemq.subscriptionName", "durable-subscription-name")
+NO_LOCAL_HEADERS: Final = ("activemq.noLocal", "no-local")
+"""``true``: the subscription does not get its own connection's messages (JMS noLocal; ActiveMQ's header)."""
 """SUBSCRIBE/UNSUBSCRIBE headers naming a durable topic subscription (ActiveMQ's; Artemis's own)."""
 
 RESERVED_HEADERS: Final = frozenset(
@@ -398,8 +402,14 @@ class StompSession:
         if durable is False:
             return
         self._sub_modes[sub_id] = mode
-        self.hub.apply(self.core.subscribe(self.conn_id, sub_id, dest, ack=mode, prefetch=prefetch,
-                                           durable=durable, selector=selector))
+        no_local = any((frame.get(h) or "").lower() == "true" for h in NO_LOCAL_HEADERS)
+        try:
+            effects = self.core.subscribe(self.conn_id, sub_id, dest, ack=mode, prefetch=prefetch,
+                                          durable=durable, selector=selector, no_local=no_local)
+        except CoreError:
+            self._sub_modes.pop(sub_id, None)
+            raise
+        self.hub.apply(effects)
         self._receipt_for(frame)
 
     def _durable_key(self, frame: Frame) -> tuple[str, str] | Literal[False] | None:
