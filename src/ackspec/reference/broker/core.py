@@ -512,13 +512,11 @@ class BrokerCore:
                     and not self._mutant("no-local-ignored", msg.destination)):
                 self.tracer.trace("JMS-NO-LOCAL-OWN-CONNECTION", msg.destination)
                 continue
-            if sq.selector is not None and not sq.selector.matches(msg):
-                if self._mutant("selector-ignored", msg.destination):
-                    pass  # delivered anyway
-                else:
-                    self.tracer.trace("AMQ-ACKTYPE-UNMATCHED" if sq.durable is not None
-                                      else "JMS-3.8-SELECTOR-FILTERS", msg.destination)
-                    continue
+            if (sq.selector is not None and not sq.selector.matches(msg)
+                    and not self._mutant("selector-ignored", msg.destination)):
+                self.tracer.trace("AMQ-ACKTYPE-UNMATCHED" if sq.durable is not None
+                                  else "JMS-3.8-SELECTOR-FILTERS", msg.destination)
+                continue
             if sq.durable is not None and msg.persistent:
                 client, name = sq.durable
                 copy = msg._replace(message_id=f"{msg.message_id}@{client}/{name}")
