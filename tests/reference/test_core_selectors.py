@@ -21,7 +21,6 @@ from ackspec.reference.broker import (
     AckMode,
     BrokerCore,
     CoreConfig,
-    CoreError,
     Deliver,
     Effect,
     Record,
@@ -357,9 +356,42 @@ def test_no_local_has_no_effect_on_a_queue(core: BrokerCore) -> None:
     assert bodies(core.publish("c1", Q, b"own", ()), "c1") == [b"own"]
 
 
-def test_no_local_on_a_durable_subscription_is_refused(core: BrokerCore) -> None:
-    with pytest.raises(CoreError, match="noLocal"):
-        core.subscribe("c1", "d", T, durable=KEY, no_local=True)
+@requirement("JMS-NO-LOCAL-DURABLE-SAME-CLIENT-ID")
+def test_a_durable_no_local_subscription_skips_every_connection_of_its_client_id() -> None:
+    c = new_core()
+    c.open("a1", client_id=KEY[0])
+    c.open("a2", client_id=KEY[0])  # another connection of the same client, later
+    c.subscribe("a1", "d", T, durable=KEY, no_local=True)
+    c.unsubscribe("a1", "d")  # suspended: it keeps collecting
+    for conn, body in (("a1", b"own"), ("p", b"other"), ("a2", b"same-client")):
+        c.publish(conn, T, body, (), persistent=True)
+    assert c.durable_depth(KEY) == 1
+    assert bodies(c.subscribe("a2", "d2", T, durable=KEY, no_local=True)) == [b"other"]
+
+
+def test_resuming_a_durable_subscription_with_another_no_local_replaces_it() -> None:
+    c = new_core()
+    c.open("a1", client_id=KEY[0])
+    c.subscribe("a1", "d", T, durable=KEY, no_local=True)
+    c.unsubscribe("a1", "d")
+    c.publish("p", T, b"kept", (), persistent=True)
+    effects = c.subscribe("a1", "d2", T, durable=KEY)  # noLocal false now: a new, empty subscription
+    assert bodies(effects) == []
+    assert [r for r in journal(effects) if isinstance(r, DurableSubscribed)] == [
+        DurableSubscribed(KEY[0], KEY[1], T, "", False)]
+
+
+def test_a_durable_no_local_subscription_survives_a_restart_with_its_no_local() -> None:
+    c = new_core()
+    c.open("a1", client_id=KEY[0])
+    records = journal(c.subscribe("a1", "d", T, durable=KEY, no_local=True))
+    assert records == [DurableSubscribed(KEY[0], KEY[1], T, "", True)]
+    again = restarted(records)
+    again.open("a2", client_id=KEY[0])
+    again.publish("a2", T, b"same-client", (), persistent=True)
+    again.publish("p", T, b"other", (), persistent=True)
+    assert again.durable_depth(KEY) == 1
+    assert again.live_records()[0] == DurableSubscribed(KEY[0], KEY[1], T, "", True)
 
 
 def test_the_no_local_ignored_mutant_delivers_own_messages() -> None:

@@ -25,7 +25,7 @@ records = st.one_of(
     st.builds(Committed, st.lists(messages, max_size=3).map(tuple), st.lists(texts, max_size=3).map(tuple),
               st.lists(st.builds(StoredCopy, texts, texts, messages), max_size=2).map(tuple)),
     st.builds(StoredCopy, texts, texts, messages),
-    st.builds(DurableSubscribed, texts, texts, texts, texts),
+    st.builds(DurableSubscribed, texts, texts, texts, texts, st.booleans()),
     st.builds(DurableRemoved, texts, texts),
 )
 
@@ -40,22 +40,27 @@ def _u32_str(s: str) -> bytes:
     return len(data).to_bytes(4, "big") + data
 
 
-@given(texts, texts, texts, st.one_of(st.just(""), texts))
-def test_durable_subscription_layout_u_without_selector_and_v_with_one(
-        client_id: str, name: str, destination: str, selector: str) -> None:
-    """A durable subscription without a selector keeps the ``U`` layout of journals written before
-    selectors (three strings), so they still replay; one with a selector is ``V``: the same + the selector."""
-    record = DurableSubscribed(client_id, name, destination, selector)
+@given(texts, texts, texts, st.one_of(st.just(""), texts), st.booleans())
+def test_durable_subscription_layout_u_without_selector_or_no_local_and_v_with_either(
+        client_id: str, name: str, destination: str, selector: str, no_local: bool) -> None:
+    """A durable subscription with neither a selector nor noLocal keeps the ``U`` layout of journals written
+    before them (three strings), so they still replay; one with either is ``V``: the same + the selector +
+    a noLocal byte."""
+    record = DurableSubscribed(client_id, name, destination, selector, no_local)
     payload = encode_record(record)
     fields = _u32_str(client_id) + _u32_str(name) + _u32_str(destination)
-    assert payload == (b"V" + fields + _u32_str(selector) if selector else b"U" + fields)
+    if selector or no_local:
+        assert payload == b"V" + fields + _u32_str(selector) + (b"\x01" if no_local else b"\x00")
+    else:
+        assert payload == b"U" + fields
     assert decode_record(payload) == record
 
 
 def test_durable_subscription_records_through_a_journal_file(tmp_path: Path) -> None:
     recs: list[Record] = [DurableSubscribed("c", "plain", "/topic/t"),
                           DurableSubscribed("c", "reds", "/topic/t", "colour = 'red'"),
-                          DurableSubscribed("c", "unicode", "/topic/t", "name = 'Zoë' AND n > 1")]
+                          DurableSubscribed("c", "unicode", "/topic/t", "name = 'Zoë' AND n > 1"),
+                          DurableSubscribed("c", "mine-not", "/topic/t", "", True)]
     j = Journal(tmp_path)
     j.replay()
     j.open()

@@ -141,11 +141,18 @@ def test_no_local_subscription_skips_its_own_connections_messages(header: str) -
     assert messages(own.frames()) == [b"other"]
 
 
-@requirement("JMS-NO-LOCAL-OWN-CONNECTION")
-def test_no_local_on_a_durable_subscription_is_an_error_not_ignored() -> None:
+@requirement("JMS-NO-LOCAL-DURABLE-SAME-CLIENT-ID")
+def test_a_durable_no_local_subscription_skips_its_client_ids_connections() -> None:
     b = Broker()
-    c = b.client(**{"client-id": "me"})
-    c.send("SUBSCRIBE", destination=T, id="s1", receipt="r", **{"activemq.subscriptionName": "d",
-                                                               "activemq.noLocal": "true"})
-    error = c.frames()[-1]
-    assert error.command == "ERROR" and "noLocal" in (error.get("message") or "")
+    durable = {"activemq.subscriptionName": "d", "activemq.noLocal": "true"}
+    first, other = b.client(**{"client-id": "me"}), b.client()
+    first.send("SUBSCRIBE", destination=T, id="s1", receipt="r", **durable)
+    first.send("UNSUBSCRIBE", id="s1", receipt="r2")  # suspended: it keeps collecting
+    assert [f.command for f in first.frames()] == ["RECEIPT", "RECEIPT"]
+    first.send("SEND", b"own", destination=T, persistent="true")
+    other.send("SEND", b"other", destination=T, persistent="true")
+    first.send("DISCONNECT")
+    second = b.client(**{"client-id": "me"})
+    second.send("SEND", b"same-client", destination=T, persistent="true")
+    second.send("SUBSCRIBE", destination=T, id="s2", **durable)
+    assert messages(second.frames()) == [b"other"]

@@ -148,3 +148,35 @@ def test_no_local_consumer_does_not_get_its_own_connections_messages(harness: Ha
             break
     check(got == [("other", 1), ("other", 3), ("other", 5)], "JMS-NO-LOCAL-OWN-CONNECTION",
           f"the noLocal consumer got {got}; expected only the other connection's seqs 1, 3, 5")
+
+
+@requirement("JMS-NO-LOCAL-DURABLE-SAME-CLIENT-ID")
+def test_durable_no_local_subscription_keeps_nothing_of_its_own_client_id(harness: Harness) -> None:
+    """A durable noLocal subscription, without a consumer, while its creating client's own connection, another
+    connection and then a new connection with the same client id publish in turn: resumed, it delivers only
+    the other connection's messages (JMS: "or any other connection with the same client identifier")."""
+    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.NO_LOCAL, Capability.RECEIPTS)
+    t = harness.topic("durable")
+    client_id = f"ackspec-{t.rsplit('/', 1)[-1]}"
+    first = harness.client("durable-1", client_id=client_id)
+    first.unsubscribe(first.subscribe(t, durable=DURABLE_NAME, no_local=True))
+    other = harness.client("other")
+    first.send(t, b"m0", seq=0, producer="own", persistent=True)
+    other.send(t, b"m1", seq=1, producer="other", persistent=True)
+    first.disconnect()
+    second = harness.client("durable-2", client_id=client_id)
+    second.send(t, b"m2", seq=2, producer="same-client", persistent=True)
+    other.send(t, b"m3", seq=3, producer="other", persistent=True)
+    harness.expect_dropped(t, [0], producer="own", reason="published by the durable noLocal subscriber's connection")
+    harness.expect_dropped(t, [2], producer="same-client", reason="published by a connection of the same client id")
+    sub = second.subscribe(t, durable=DURABLE_NAME, no_local=True)
+    got: list[tuple[str | None, int | None]] = []
+    while (delivery := second.receive(sub, None)) is not None:
+        got.append((delivery.producer, delivery.seq))
+        if delivery.seq == 3:
+            break
+    second.unsubscribe(sub)
+    second.remove_durable(t, DURABLE_NAME)  # before the check, so a failure leaves nothing on the target
+    check(got == [("other", 1), ("other", 3)], "JMS-NO-LOCAL-DURABLE-SAME-CLIENT-ID",
+          f"the resumed durable noLocal subscription delivered {got}; expected only the other connection's seqs "
+          "1 and 3 (not 0 from its creating connection, nor 2 from another connection of the same client id)")

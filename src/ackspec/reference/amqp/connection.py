@@ -466,7 +466,7 @@ class AmqpConnection:
             self.connection.open()
             if not self.opened:
                 self.opened = True
-                self._run(self.core.open(self.conn_id, user=self.user))
+                self._run(self.core.open(self.conn_id, user=self.user, client_id=self.connection.remote_container))
         elif kind == Event.SESSION_REMOTE_OPEN and event.session is not None:
             event.session.open()
         elif kind == Event.LINK_REMOTE_OPEN and event.link is not None:

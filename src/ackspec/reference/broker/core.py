@@ -91,8 +91,8 @@ class _Queue:
     consumers and keeps collecting messages until it is removed (JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS).
     """
 
-    __slots__ = ("consumers", "durable", "name", "no_local", "parked", "ready", "returned", "rr", "selector",
-                 "topic_copy")
+    __slots__ = ("consumers", "durable", "name", "no_local", "no_local_client", "parked", "ready", "returned",
+                 "rr", "selector", "topic_copy")
 
     def __init__(self, name: str, topic_copy: bool = False, durable: DurableKey | None = None,
                  selector: Selector | None = None) -> None:
@@ -109,6 +109,9 @@ class _Queue:
         this queue (for a durable subscription: ActiveMQ's UNMATCHED acknowledgement)."""
         self.no_local: ConnId | None = None
         """A nondurable topic subscription made with noLocal: its connection, whose messages never enter."""
+        self.no_local_client: str | None = None
+        """A durable subscription made with noLocal: its client id; the messages of every connection with
+        that client id never enter (JMS createDurableConsumer)."""
 
     def __len__(self) -> int:
         return len(self.ready) + len(self.returned) + len(self.parked)
@@ -160,6 +163,7 @@ class _Tx:
 class _Conn:
     conn_id: ConnId
     user: str | None
+    client_id: str | None = None  # the JMS client identifier (STOMP client-id, AMQP container id)
     subs: dict[str, _Sub] = field(default_factory=dict)
     deliveries: dict[int, _Sub] = field(default_factory=dict)
     txs: dict[str, _Tx] = field(default_factory=dict)
@@ -192,11 +196,12 @@ class BrokerCore:
         self._published: dict[str, int] = {}  # per-destination publish counter (fault injection)
 
     # ------------------------------------------------------------------ connections
-    def open(self, conn: ConnId, *, user: str | None = None) -> list[Effect]:
-        """A connection was established and authenticated."""
+    def open(self, conn: ConnId, *, user: str | None = None, client_id: str | None = None) -> list[Effect]:
+        """A connection was established and authenticated; ``client_id``: its JMS client identifier, if it
+        gave one (a durable noLocal subscription skips the messages of every connection with its own)."""
         if conn in self._conns:
             raise CoreError(f"connection {conn!r} already open")
-        self._conns[conn] = _Conn(conn, user)
+        self._conns[conn] = _Conn(conn, user, client_id)
         return []
 
     def close(self, conn: ConnId, *, abrupt: bool = False) -> list[Effect]:
@@ -254,7 +259,9 @@ class BrokerCore:
         (JMS 6.11.1). ``selector``: the consumer gets only the messages it matches (JMS 3.8); on a queue
         the others stay for other consumers, on a topic its subscription never gets them. ``no_local``:
         on a nondurable topic subscription, the messages published by its own connection never reach it
-        (JMS noLocal; no effect on a queue; a durable subscription with it is refused: not implemented).
+        (JMS noLocal; no effect on a queue); on a durable one, those of every connection with the same
+        client id (which is the durable key's); resuming with another noLocal replaces it, as another
+        selector does.
         """
         c = self._conn(conn)
         if sub in c.subs:
@@ -268,8 +275,6 @@ class BrokerCore:
             kept = self._durables.get(durable)
             if kept is not None and kept.consumers:
                 raise CoreError(f"durable subscription {durable[1]!r} of client {durable[0]!r} already has a consumer")
-        if no_local and durable is not None:
-            raise CoreError("noLocal on a durable subscription is not supported by this broker")
         if ack is not AckMode.AUTO and prefetch is None and credit is None:
             prefetch = self.config.default_prefetch
         if prefetch is not None:
@@ -278,7 +283,7 @@ class BrokerCore:
                 prefetch = None if ack is AckMode.AUTO else self.config.default_prefetch
         out: list[Effect] = []
         if durable is not None:
-            q = self._durable_queue(durable, destination, selector, out)
+            q = self._durable_queue(durable, destination, selector, no_local, out)
         elif topic:
             q = _Queue(destination, topic_copy=True, selector=selector)
             if no_local:
@@ -296,23 +301,27 @@ class BrokerCore:
         self._dispatch(q, out)
         return out
 
-    def _durable_queue(self, key: DurableKey, destination: str, selector: Selector | None,
+    def _durable_queue(self, key: DurableKey, destination: str, selector: Selector | None, no_local: bool,
                        out: list[Effect]) -> _Queue:
         """The queue of durable subscription ``key`` on ``destination``: the kept one, or a new one (a
-        subscription kept for another topic or selector is replaced: its messages are dropped), journalled."""
+        subscription kept for another topic, selector or noLocal is replaced: its messages are dropped),
+        journalled."""
         q = self._durables.get(key)
         text = selector.text if selector is not None else ""
-        if q is not None and q.name == destination and (q.selector.text if q.selector else "") == text:
+        if (q is not None and q.name == destination and (q.selector.text if q.selector else "") == text
+                and (q.no_local_client is not None) == no_local):
             if len(q):
                 self.tracer.trace("JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS", destination)
             return q
         if q is not None:
             self._remove_durable_queue(key, q, out)
-        out.append(JournalAppend(DurableSubscribed(key[0], key[1], destination, text)))
-        return self._add_durable(key, destination, selector)
+        out.append(JournalAppend(DurableSubscribed(key[0], key[1], destination, text, no_local)))
+        return self._add_durable(key, destination, selector, no_local)
 
-    def _add_durable(self, key: DurableKey, destination: str, selector: Selector | None) -> _Queue:
+    def _add_durable(self, key: DurableKey, destination: str, selector: Selector | None, no_local: bool) -> _Queue:
         q = _Queue(destination, topic_copy=True, durable=key, selector=selector)
+        if no_local:
+            q.no_local_client = key[0]
         self._durables[key] = q
         self._topics.setdefault(destination, []).append(q)
         return q
@@ -496,6 +505,10 @@ class BrokerCore:
             self._dispatch(sq, out)
         return journaled
 
+    def _client_of(self, conn: ConnId) -> str | None:
+        c = self._conns.get(conn)
+        return c.client_id if c is not None else None
+
     def _copies(self, msg: Message) -> list[tuple[_Queue, Message, StoredCopy | None]]:
         """Each subscription queue a topic message goes to, with what it gets: the message itself, or,
         for a persistent message kept by a durable subscription, a copy under its own id (message id @
@@ -508,7 +521,8 @@ class BrokerCore:
             routed = routed[:1]
         copies: list[tuple[_Queue, Message, StoredCopy | None]] = []
         for sq in routed:
-            if (sq.no_local is not None and sq.no_local == msg.producer
+            if (((sq.no_local is not None and sq.no_local == msg.producer)
+                 or (sq.no_local_client is not None and sq.no_local_client == self._client_of(msg.producer)))
                     and not self._mutant("no-local-ignored", msg.destination)):
                 self.tracer.trace("JMS-NO-LOCAL-OWN-CONNECTION", msg.destination)
                 continue
@@ -1033,7 +1047,7 @@ class BrokerCore:
         """
         live: dict[str, Message] = {}
         owner: dict[str, DurableKey] = {}  # copy id -> the durable subscription keeping it
-        durables: dict[DurableKey, tuple[str, str]] = {}  # durable subscription -> its topic and selector
+        durables: dict[DurableKey, DurableSubscribed] = {}  # durable subscription -> how it was made
         for r in records:
             if isinstance(r, Stored):
                 live[r.message.message_id] = r.message
@@ -1050,7 +1064,7 @@ class BrokerCore:
                     live[m.message_id] = Message(m.message_id, r.dead_letter_queue, m.body,
                                                  (*extra, *m.headers), m.persistent, m.producer, m.seq)
             elif isinstance(r, DurableSubscribed):
-                durables[(r.client_id, r.name)] = (r.destination, r.selector)
+                durables[(r.client_id, r.name)] = r
             elif isinstance(r, DurableRemoved):
                 key = (r.client_id, r.name)
                 durables.pop(key, None)
@@ -1065,8 +1079,8 @@ class BrokerCore:
                 for mid in r.removed:
                     live.pop(mid, None)
                     owner.pop(mid, None)
-        for key, (destination, text) in durables.items():
-            self._add_durable(key, destination, parse_selector(text))
+        for key, made in durables.items():
+            self._add_durable(key, made.destination, parse_selector(made.selector), made.no_local)
         max_seq = 0
         for mid, m in live.items():  # dict order = journal order = enqueue order
             kept_by = owner.get(mid)
@@ -1087,8 +1101,10 @@ class BrokerCore:
         """The journal content that reproduces the current durable state (for compaction): the durable
         subscriptions first, then every journalled message, queued or delivered and unsettled, in
         publication order."""
-        subscriptions: list[Record] = [DurableSubscribed(key[0], key[1], q.name, q.selector.text if q.selector else "")
-                                       for key, q in self._durables.items()]
+        subscriptions: list[Record] = [
+            DurableSubscribed(key[0], key[1], q.name, q.selector.text if q.selector else "",
+                              q.no_local_client is not None)
+            for key, q in self._durables.items()]
         out: list[Record] = []
 
         def kept(q: _Queue, entries: Iterable[_Entry]) -> None:

@@ -42,12 +42,14 @@ class DeadLettered:
 @dataclass(frozen=True, slots=True)
 class DurableSubscribed:
     """A durable subscription ``name`` of client ``client_id`` was created on topic ``destination``,
-    keeping only the messages its message ``selector`` matches (``""``: every message)."""
+    keeping only the messages its message ``selector`` matches (``""``: every message), and with
+    ``no_local`` none of those published by connections of its own client id."""
 
     client_id: str
     name: str
     destination: str
     selector: str = ""
+    no_local: bool = False
 
 
 @dataclass(frozen=True, slots=True)

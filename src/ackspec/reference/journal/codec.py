@@ -2,7 +2,8 @@
 
 Record payload = one type byte (``S`` stored, ``R`` removed, ``D`` dead-lettered,
 ``C`` committed, ``M`` committed with durable-subscription copies, ``U`` durable subscription made,
-``V`` durable subscription made with a message selector (``U``'s fields + the selector),
+``V`` durable subscription made with a message selector or noLocal (``U``'s fields + the selector + a
+noLocal byte),
 ``X`` durable subscription deleted, ``K`` a copy a durable subscription keeps) followed by fields:
 strings and byte strings as u32 length + bytes, a message as id, destination, body, header count
 (u32) + name/value pairs, persistent (u8), producer, seq (u64); a copy as client id, name, message.
@@ -63,12 +64,14 @@ def encode_record(record: Record) -> bytes:
         out.append(b"K")
         _put_copy(out, record)
     elif isinstance(record, DurableSubscribed):
-        out.append(b"V" if record.selector else b"U")  # U: no selector (the format before selectors)
+        plain = not record.selector and not record.no_local
+        out.append(b"U" if plain else b"V")  # U: neither (the format before selectors and noLocal)
         _put_str(out, record.client_id)
         _put_str(out, record.name)
         _put_str(out, record.destination)
-        if record.selector:
+        if not plain:
             _put_str(out, record.selector)
+            out.append(b"\x01" if record.no_local else b"\x00")
     elif isinstance(record, DurableRemoved):
         out.append(b"X")
         _put_str(out, record.client_id)
@@ -167,7 +170,7 @@ def decode_record(payload: bytes) -> Record:
     elif kind == ord("U"):
         record = DurableSubscribed(r.str(), r.str(), r.str())
     elif kind == ord("V"):
-        record = DurableSubscribed(r.str(), r.str(), r.str(), r.str())
+        record = DurableSubscribed(r.str(), r.str(), r.str(), r.str(), bool(r.byte()))
     elif kind == ord("X"):
         record = DurableRemoved(r.str(), r.str())
     else:

@@ -29,7 +29,8 @@ Wire behaviour (the reference for the suite):
   selector over the SEND's headers (as string properties) and the JMS header fields; the
   subscription gets only the messages it matches. An invalid selector is an ERROR naming where.
 * ``SUBSCRIBE`` to a topic with ``activemq.noLocal:true`` (or ``no-local:true``): the subscription does
-  not get the messages its own connection publishes (JMS noLocal).
+  not get the messages its own connection publishes (JMS noLocal); a durable one, none of those of any
+  connection with the same ``client-id``.
 * ``NACK`` requeues (delivery-count + 1; dead-letter queue past ``max_redeliveries``). A NACK
   carrying ``ackspec-ack-type:1`` is the reference client's ActiveMQ POISON ack (STOMP has none):
   the message goes to the dead-letter queue at once, as a ``rejected`` outcome does over AMQP
@@ -299,7 +300,7 @@ class StompSession:
         self.parser.version = version
         self.login = login
         self.client_id = frame.get("client-id")
-        self.core.open(self.conn_id, user=login)
+        self.core.open(self.conn_id, user=login, client_id=self.client_id)
         self.state = State.CONNECTED
         headers: list[tuple[str, str]] = []
         if version != "1.0":
