@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from proton import Link, Message
+from proton import Link, Message, symbol
 
 from ackspec.reference.amqp.connection import RECEIVE_WINDOW, AmqpConnection
 from ackspec.reference.amqp.pump import EnginePump, client_engine
@@ -20,15 +20,22 @@ from ackspec.reference.broker.hub import Hub
 class InMemoryPair:
     """A reference broker core with one AMQP connection, and a client with an open session."""
 
-    def __init__(self, *, flush_now: bool = False, receive_window: int = RECEIVE_WINDOW) -> None:
-        self.core = BrokerCore()
-        self.hub = Hub(self.core)
-        self.hub.journaling = False
+    def __init__(self, *, flush_now: bool = False, receive_window: int = RECEIVE_WINDOW, hub: Hub | None = None,
+                 conn_id: str = "amqp-1", container: str = "client", sole_connection: bool = False) -> None:
+        """``hub``: share another pair's broker (a second connection, ``conn_id``); ``sole_connection``: the
+        client asks for the AMQP JMS mapping's ``sole-connection-for-container`` (a JMS client id)."""
+        if hub is None:
+            hub = Hub(BrokerCore())
+            hub.journaling = False
+        self.hub = hub
+        self.core = hub.core
         self.flushes = 0
-        self.broker = AmqpConnection("amqp-1", self.hub, receive_window=receive_window,
+        self.broker = AmqpConnection(conn_id, self.hub, receive_window=receive_window,
                                      flush_now=self._flush_now if flush_now else None)
-        self.hub.attach("amqp-1", self.broker)
-        self.conn, transport, collector = client_engine("client", "localhost", None, None)
+        self.hub.attach(conn_id, self.broker)
+        self.conn, transport, collector = client_engine(container, "localhost", None, None)
+        if sole_connection:
+            self.conn.desired_capabilities = [symbol("sole-connection-for-container")]
         self.client = EnginePump(transport, collector, lambda _event: None)
         self.conn.open()
         self.session = self.conn.session()

@@ -49,10 +49,12 @@ EXPECTED: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     # the selector and no-local source filters, mapped by the listener onto the core's
     "selector-ignored": (("suite/test_selectors",), frozenset({"JMS-3.8-SELECTOR-FILTERS", "AMQ-ACKTYPE-UNMATCHED"})),
     "no-local-ignored": (("suite/test_selectors",), frozenset({"JMS-NO-LOCAL-OWN-CONNECTION"})),
+    "client-id-shared": (("suite/test_client_id",), frozenset({"JMS-6.1.2-CLIENT-ID-IN-USE"})),
 }
 
 CLEAN_MODULES = ("amqp/test_durable", "suite/test_ack", "amqp/test_credit", "amqp/test_settlement",
-                 "amqp/test_outcomes", "amqp/test_transactions", "suite/test_selectors")
+                 "amqp/test_outcomes", "amqp/test_transactions", "suite/test_selectors",
+                 "suite/test_client_id")
 
 
 @pytest.fixture(scope="module")

@@ -58,6 +58,7 @@ EXPECTED: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "durable-forgets": (("test_delivery",), frozenset({"JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS"})),
     "selector-ignored": (("test_selectors",), frozenset({"JMS-3.8-SELECTOR-FILTERS", "AMQ-ACKTYPE-UNMATCHED"})),
     "no-local-ignored": (("test_selectors",), frozenset({"JMS-NO-LOCAL-OWN-CONNECTION"})),
+    "client-id-shared": (("test_client_id",), frozenset({"JMS-6.1.2-CLIENT-ID-IN-USE"})),
     "queue-to-two": (("test_delivery",), frozenset({
         "JMS-4.1.2-QUEUE-ONE-CONSUMER", "JMS-6.2.12-NO-DUPLICATE-PRODUCTION"})),
     "reorder-receipts": (("test_receipts",), frozenset({"STOMP-RECEIPT-ORDER", "STOMP-DISCONNECT-RECEIPT-LAST"})),

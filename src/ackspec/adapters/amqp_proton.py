@@ -130,11 +130,13 @@ ALL_CAPABILITIES = frozenset({
     Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.PREFETCH, Capability.PERSISTENCE,
     Capability.REDELIVERED_FLAG, Capability.DELIVERY_COUNT, Capability.DEAD_LETTER, Capability.ABRUPT_DISCONNECT,
     Capability.CUSTOM_HEADERS, Capability.BINARY_BODY, Capability.DURABLE_SUBSCRIPTIONS, Capability.SELECTORS,
-    Capability.NO_LOCAL,
+    Capability.NO_LOCAL, Capability.CLIENT_ID,
 })
 """Everything the driver can exercise; a target profile narrows it with ``without``."""
 
 
+SOLE_CONNECTION = symbol("sole-connection-for-container")
+"""The AMQP JMS mapping's connection capability for a client id that must be unique (JMS 6.1.2)."""
 SELECTOR_KEY = symbol("jms-selector")
 SELECTOR_FILTER = symbol("apache.org:selector-filter:string")
 SELECTOR_CODE = ulong(0x0000468C00000004)
@@ -408,6 +410,8 @@ class ProtonClient(Client):
         self._msg_ids = itertools.count(1)
         self._uid = uuid.uuid4().hex[:8]
         self.wire = Wire(opts, client_id or f"ackspec-{process}-{self._uid}", self._on_event)
+        if client_id is not None:  # a JMS client id, as qpid-jms asks for it: the only connection of its container
+            self.wire.conn.desired_capabilities = [SOLE_CONNECTION]
         self._subs: dict[str, _Subscription] = {}
         self._ended: dict[str, _Subscription] = {}  # unsubscribed; what they buffered is still receivable
         self._by_link: dict[str, _Subscription] = {}

@@ -77,6 +77,7 @@ class Capability(StrEnum):
     DURABLE_SUBSCRIPTIONS = "durable-subscriptions"  # named topic subscriptions that outlive their consumer
     SELECTORS = "selectors"  # JMS message selectors on consumers (STOMP `selector`, AMQP selector filter)
     NO_LOCAL = "no-local"  # JMS noLocal topic consumers (ActiveMQ's STOMP header, AMQP no-local filter)
+    CLIENT_ID = "client-id"  # JMS client identifiers (STOMP client-id, AMQP sole-connection-for-container)
 
 
 HARNESS_CAPABILITIES: frozenset[Capability] = frozenset({Capability.BROKER_RESTART})

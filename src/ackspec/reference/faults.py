@@ -70,6 +70,7 @@ MUTANTS: Final = frozenset(
         "durable-forgets",  # a durable subscription is deleted when its consumer goes (as a nondurable one)
         "selector-ignored",  # consumers get the messages their selector does not match too
         "no-local-ignored",  # a noLocal subscription gets its own connection's messages too
+        "client-id-shared",  # a second connection may take a client id an open connection holds
         "queue-to-two",  # a queue message also reaches a second consumer
         "reorder-receipts",  # a receipt is overtaken by the next one
         "wrong-receipt-id",  # RECEIPT carries a receipt-id that was never asked for

@@ -233,6 +233,7 @@ class AmqpConnection:
         self.transport.bind(self.connection)
         self._engine = EnginePump(self.transport, self.collector, self._on_event, dispatch=self._piece)
         self.opened = False  # registered with the core
+        self._refused = False  # closed at open: never registered (see _on_event)
         self.finished = False  # core told about the end
         self.error: str | None = None
         self._links: dict[Ptr, _InLink | _OutLink] = {}
@@ -378,6 +379,10 @@ class AmqpConnection:
         order the client sent it (tests/amqp/test_walked_order.py).
         """
         collector = self.collector._impl
+        if self._refused:  # closed at open (client id in use): what the client still sends is not handled
+            while _collector_peek(collector):
+                _collector_pop(collector)
+            return
         links = self._links
         peek = _collector_peek
         walk: _InLink | None = None  # a link whose transfers are read by walking it (see _links_changed)
@@ -442,6 +447,8 @@ class AmqpConnection:
                     wrapped = Event.wrap(event)  # type: ignore[no-untyped-call]
                     if wrapped is not None:
                         self._on_event(wrapped)
+                        if self._refused:
+                            return  # the rest is drained unread by the next call
             finally:
                 _collector_pop(collector)
 
@@ -463,10 +470,24 @@ class AmqpConnection:
         kind = event.type
         if kind == Event.CONNECTION_REMOTE_OPEN:
             self.connection.container = CONTAINER_ID
+            sole = SOLE_CONNECTION in (self.connection.remote_desired_capabilities or ())
+            if sole:
+                self.connection.offered_capabilities = [SOLE_CONNECTION]
             self.connection.open()
             if not self.opened:
+                try:
+                    effects = self.core.open(self.conn_id, user=self.user,
+                                             client_id=self.connection.remote_container, exclusive=sole)
+                except CoreError as exc:  # the AMQP JMS mapping's refusal: open, then close naming the field
+                    self.core.tracer.trace("JMS-6.1.2-CLIENT-ID-IN-USE", exc.message)
+                    self.connection.condition = Condition(ERR_INVALID_FIELD, exc.message,
+                                                          {symbol("invalid-field"): symbol("container-id")})
+                    self.connection.close()
+                    self.error = exc.message
+                    self._refused = True
+                    return
                 self.opened = True
-                self._run(self.core.open(self.conn_id, user=self.user, client_id=self.connection.remote_container))
+                self._run(effects)
         elif kind == Event.SESSION_REMOTE_OPEN and event.session is not None:
             event.session.open()
         elif kind == Event.LINK_REMOTE_OPEN and event.link is not None:
@@ -1225,6 +1246,9 @@ def _txn_of_transfer(dlv: Ptr) -> bytes:
     return bytes(data[0]) if data else b""
 
 
+SOLE_CONNECTION: Final = symbol("sole-connection-for-container")
+"""The AMQP JMS mapping's connection capability: a client that set a client id asks to be the only
+connection of its container id (JMS 6.1.2); the reference broker offers and enforces it."""
 SELECTOR_DESCRIPTORS: Final = (symbol("apache.org:selector-filter:string"), ulong(0x0000468C00000004))
 """The JMS selector filter of the AMQP filter registry, by name or by code (the AMQP JMS mapping)."""
 NO_LOCAL_DESCRIPTORS: Final = (symbol("apache.org:no-local-filter:list"), ulong(0x0000468C00000003))

@@ -164,6 +164,7 @@ class _Conn:
     conn_id: ConnId
     user: str | None
     client_id: str | None = None  # the JMS client identifier (STOMP client-id, AMQP container id)
+    exclusive: bool = False  # it asked to be the only connection with that client id (JMS 6.1.2)
     subs: dict[str, _Sub] = field(default_factory=dict)
     deliveries: dict[int, _Sub] = field(default_factory=dict)
     txs: dict[str, _Tx] = field(default_factory=dict)
@@ -196,12 +197,22 @@ class BrokerCore:
         self._published: dict[str, int] = {}  # per-destination publish counter (fault injection)
 
     # ------------------------------------------------------------------ connections
-    def open(self, conn: ConnId, *, user: str | None = None, client_id: str | None = None) -> list[Effect]:
+    def open(self, conn: ConnId, *, user: str | None = None, client_id: str | None = None,
+             exclusive: bool = False) -> list[Effect]:
         """A connection was established and authenticated; ``client_id``: its JMS client identifier, if it
-        gave one (a durable noLocal subscription skips the messages of every connection with its own)."""
+        gave one (a durable noLocal subscription skips the messages of every connection with its own).
+
+        ``exclusive``: the connection set its client id as a JMS client does (STOMP ``client-id``, AMQP's
+        ``sole-connection-for-container``), so no other open connection may have it (JMS 6.1.2: a client
+        identifier is in use by one client at a time); raises :class:`CoreError` when one has."""
         if conn in self._conns:
             raise CoreError(f"connection {conn!r} already open")
-        self._conns[conn] = _Conn(conn, user, client_id)
+        if client_id is not None and not self._mutant("client-id-shared", None):
+            for other in self._conns.values():
+                if other.client_id == client_id and (exclusive or other.exclusive):
+                    raise CoreError(f"client id {client_id!r} is in use by another connection",
+                                    "JMS-6.1.2-CLIENT-ID-IN-USE")
+        self._conns[conn] = _Conn(conn, user, client_id, exclusive)
         return []
 
     def close(self, conn: ConnId, *, abrupt: bool = False) -> list[Effect]:

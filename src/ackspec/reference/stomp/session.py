@@ -300,7 +300,7 @@ class StompSession:
         self.parser.version = version
         self.login = login
         self.client_id = frame.get("client-id")
-        self.core.open(self.conn_id, user=login, client_id=self.client_id)
+        self.core.open(self.conn_id, user=login, client_id=self.client_id, exclusive=self.client_id is not None)
         self.state = State.CONNECTED
         headers: list[tuple[str, str]] = []
         if version != "1.0":
