@@ -31,16 +31,16 @@ def _send_colours(client: Client, destination: str, *, persistent: bool = False)
                     headers={"colour": "red" if seq % 2 == 0 else "blue"})
 
 
-def _until_last_red(client: Client, subscription: str) -> list[Delivery]:
-    """Deliveries up to the last red message (or fewer, when the target stops sending)."""
+def _until_seq(client: Client, subscription: str, last: int) -> list[Delivery]:
+    """Deliveries up to the one with seq ``last`` (or fewer, when the target stops sending). Each test
+    sends ``last`` after every message it expects to be kept out, each send confirmed before the next, so
+    a message let through arrives before it."""
     got: list[Delivery] = []
-    while True:
-        delivery = client.receive(subscription, None)
-        if delivery is None:
-            return got
+    while (delivery := client.receive(subscription, None)) is not None:
         got.append(delivery)
-        if delivery.seq == RED[-1]:
-            return got
+        if delivery.seq == last:
+            break
+    return got
 
 
 @requirement("JMS-3.8-SELECTOR-FILTERS")
@@ -52,7 +52,7 @@ def test_selector_on_a_queue_leaves_the_rest_for_other_consumers(harness: Harnes
     selecting = harness.client("selecting")
     sub = selecting.subscribe(q, selector=SELECTOR)
     _send_colours(harness.client("producer"), q)
-    got = seqs(_until_last_red(selecting, sub))
+    got = seqs(_until_seq(selecting, sub, RED[-1]))
     checks = Checks()
     checks.check(got == RED, "JMS-3.8-SELECTOR-FILTERS",
                  f"the consumer selecting {SELECTOR} got seqs {got}, expected the red ones {RED}")
@@ -77,7 +77,7 @@ def test_durable_subscription_keeps_only_what_its_selector_matches(harness: Harn
     harness.expect_dropped(t, BLUE, reason=f"not matched by the durable subscription's selector {SELECTOR}")
     second = harness.client("durable-2", client_id=client_id)
     sub = second.subscribe(t, durable=DURABLE_NAME, selector=SELECTOR)
-    got = seqs(_until_last_red(second, sub))
+    got = seqs(_until_seq(second, sub, RED[-1]))
     second.unsubscribe(sub)
     second.remove_durable(t, DURABLE_NAME)  # before the check, so a failure leaves nothing on the target
     check(got == RED, "AMQ-ACKTYPE-UNMATCHED",
@@ -115,11 +115,7 @@ def test_durable_subscription_resumed_with_another_selector_is_a_new_one(harness
     sub = second.subscribe(t, durable=DURABLE_NAME, selector=wider)
     for seq, colour in ((3, "blue"), (4, "red")):
         producer.send(t, f"m{seq}".encode(), seq=seq, producer="p1", persistent=True, headers={"colour": colour})
-    got: list[int | None] = []
-    while (delivery := second.receive(sub, None)) is not None:
-        got.append(delivery.seq)
-        if delivery.seq == 4:
-            break
+    got = seqs(_until_seq(second, sub, 4))
     second.unsubscribe(sub)
     second.remove_durable(t, DURABLE_NAME)  # before the check, so a failure leaves nothing on the target
     check(got == [3, 4], "JMS-DURABLE-CHANGED-SELECTOR-REPLACES",
@@ -141,11 +137,7 @@ def test_no_local_consumer_does_not_get_its_own_connections_messages(harness: Ha
         sender, producer = (own, "own") if seq % 2 == 0 else (other, "other")
         sender.send(t, f"m{seq}".encode(), seq=seq, producer=producer)
     harness.expect_dropped(t, [0, 2, 4], producer="own", reason="published by the noLocal consumer's connection")
-    got: list[tuple[str | None, int | None]] = []
-    while (delivery := own.receive(sub, None)) is not None:
-        got.append((delivery.producer, delivery.seq))
-        if delivery.seq == 5:
-            break
+    got = [(d.producer, d.seq) for d in _until_seq(own, sub, 5)]
     check(got == [("other", 1), ("other", 3), ("other", 5)], "JMS-NO-LOCAL-OWN-CONNECTION",
           f"the noLocal consumer got {got}; expected only the other connection's seqs 1, 3, 5")
 
@@ -170,11 +162,7 @@ def test_durable_no_local_subscription_keeps_nothing_of_its_own_client_id(harnes
     harness.expect_dropped(t, [0], producer="own", reason="published by the durable noLocal subscriber's connection")
     harness.expect_dropped(t, [2], producer="same-client", reason="published by a connection of the same client id")
     sub = second.subscribe(t, durable=DURABLE_NAME, no_local=True)
-    got: list[tuple[str | None, int | None]] = []
-    while (delivery := second.receive(sub, None)) is not None:
-        got.append((delivery.producer, delivery.seq))
-        if delivery.seq == 3:
-            break
+    got = [(d.producer, d.seq) for d in _until_seq(second, sub, 3)]
     second.unsubscribe(sub)
     second.remove_durable(t, DURABLE_NAME)  # before the check, so a failure leaves nothing on the target
     check(got == [("other", 1), ("other", 3)], "JMS-NO-LOCAL-DURABLE-SAME-CLIENT-ID",
