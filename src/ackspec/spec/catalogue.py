@@ -3,7 +3,8 @@
 Each file is one family, validated against ``schema/requirement.schema.json``, then checked for
 what a schema cannot say: the family id equals the file name, IDs carry one of the family's
 prefixes and are unique across files, capabilities exist in
-:class:`ackspec.adapters.base.Capability`, parameter defaults fit their type and domain. The first
+:class:`ackspec.adapters.base.Capability`, domains parse (:mod:`ackspec.spec.domains`) and parameter
+defaults fit their type and domain. The first
 problem found raises :class:`~ackspec.spec.errors.SpecError` naming file, line and field.
 
 The result is cached per directory and file stamps: every pytest collection reads it.
@@ -17,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ackspec.adapters.base import Capability
+from ackspec.spec.domains import DomainError, Enumeration, contains, describe, parse_domain
 from ackspec.spec.errors import SpecError
 from ackspec.spec.model import Catalogue, Family, Level, Parameter, Requirement, Role, Source, Technique
 from ackspec.spec.validation import check, display, read_yaml, where
@@ -143,13 +145,22 @@ def _parameter(name: str, raw: Mapping[str, Any], here: _Locator) -> Parameter:
     kind = raw["type"]
     default = raw.get("default")
     domain = raw.get("domain")
+    values = None
+    if domain is not None:
+        try:
+            values = parse_domain(domain, kind, raw.get("unit"))
+        except DomainError as exc:
+            raise SpecError(f"{here}.parameters.{name}.domain: {exc}") from None
+    elif kind == "boolean":
+        values = Enumeration((True, False))
     if default is not None:
         allowed = _PYTHON_TYPES.get(kind)
         wrong_bool = isinstance(default, bool) and kind in ("integer", "number", "duration")
         if (allowed is not None and not isinstance(default, allowed)) or wrong_bool:
             raise SpecError(f"{here}.parameters.{name}.default: {default!r} is not of type {kind}")
-        if kind == "enum" and isinstance(domain, list) and default not in domain:
-            raise SpecError(f"{here}.parameters.{name}.default: {default!r} is not in its domain {domain}")
+        if values is not None and not contains(values, default):
+            raise SpecError(f"{here}.parameters.{name}.default: {default!r} is not in its domain "
+                            f"{describe(values)}")
     return Parameter(name=name, type=kind, description=raw["description"], default=default,
                      domain=tuple(domain) if isinstance(domain, list) else domain, unit=raw.get("unit"),
-                     aliases=tuple(raw.get("aliases", ())))
+                     aliases=tuple(raw.get("aliases", ())), values=values)

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ackspec.spec.domains import Domain
 from ackspec.spec.errors import UnknownFamily, UnknownRequirement
 
 
@@ -56,7 +57,11 @@ def _frozen(mapping: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class Parameter:
-    """A named value a requirement depends on (an ack mode number, a factor, a flag's default)."""
+    """A named value a requirement depends on (an ack mode number, a factor, a flag's default).
+
+    ``domain`` is as written in the YAML; ``values`` is it parsed (:mod:`ackspec.spec.domains`), what
+    the suite draws test values from (:mod:`ackspec.conformance.strategies`).
+    """
 
     name: str
     type: str
@@ -65,6 +70,7 @@ class Parameter:
     domain: str | tuple[Any, ...] | None = None
     unit: str | None = None
     aliases: tuple[str, ...] = ()
+    values: Domain | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,9 +5,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ackspec.adapters.base import AckMode, Capability, Delivery, NotSupported
+from ackspec.conformance.config import hypothesis_settings
 from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.strategies import drawn
 from ackspec.conformance.suite.support import DURABLE_NAME, received, suspended_durable
 from ackspec.conformance.verdicts import Checks, check
 
@@ -39,8 +43,19 @@ def test_order_per_producer(harness: Harness) -> None:
 
 @requirement("STOMP-SUBSCRIBE-PREFETCH")
 def test_prefetch_bounds_unacked_deliveries(harness: Harness) -> None:
+    """Over the catalogue's prefetch domain (1.., capped per run) and any backlog beyond it."""
     harness.require(Capability.PREFETCH, Capability.ACK_CLIENT_INDIVIDUAL)
-    q, n, total = harness.queue(), 3, 10
+
+    @hypothesis_settings()
+    @given(prefetch=drawn("STOMP-SUBSCRIBE-PREFETCH", "prefetch"), beyond=st.integers(1, 8))
+    def bounded(prefetch: int, beyond: int) -> None:
+        _prefetch_example(harness, prefetch, prefetch + beyond)
+
+    bounded()
+
+
+def _prefetch_example(harness: Harness, n: int, total: int) -> None:
+    q = harness.queue()
     c1 = harness.client("bounded")
     sub1 = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=n)
     harness.send_seq(c1, q, range(total))
@@ -64,6 +79,10 @@ def test_prefetch_bounds_unacked_deliveries(harness: Harness) -> None:
     check(not extra, "STOMP-SUBSCRIBE-PREFETCH",
           f"prefetch {n}: {n + len(extra)} unacknowledged deliveries reached the subscription "
           f"(extra seqs {seqs(extra)})")
+    for d in first:
+        c1.ack(d)
+    c1.disconnect()
+    c2.disconnect()
 
 
 @requirement("JMS-4.1.2-QUEUE-ONE-CONSUMER", "JMS-6.2.12-NO-DUPLICATE-PRODUCTION")

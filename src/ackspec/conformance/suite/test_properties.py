@@ -27,6 +27,7 @@ from ackspec.adapters.base import AckMode, Capability, Client, Delivery, Indeter
 from ackspec.conformance.config import hypothesis_settings
 from ackspec.conformance.harness import SENTINEL_HEADER, Harness
 from ackspec.conformance.model import QueueModel
+from ackspec.conformance.strategies import drawn
 from ackspec.conformance.verdicts import RequirementViolation
 
 requirement = pytest.mark.requirement
@@ -122,8 +123,8 @@ class QueueMachine(RuleBasedStateMachine):
     # -- consumer lifecycle -------------------------------------------------------------
 
     @precondition(lambda self: self.consumer is None)
-    @rule(ack=st.sampled_from([AckMode.AUTO, AckMode.CLIENT, AckMode.CLIENT_INDIVIDUAL]),
-          prefetch=st.sampled_from([None, 1, 3]))
+    @rule(ack=drawn("STOMP-ACK-AUTO", "ack").map(AckMode),
+          prefetch=st.none() | drawn("STOMP-SUBSCRIBE-PREFETCH", "prefetch"))
     def subscribe(self, ack: AckMode, prefetch: int | None) -> None:
         self.consumer = self.harness.client()
         self.prefetch = prefetch if self.harness.has(Capability.PREFETCH) else None
