@@ -15,6 +15,7 @@ from ackspec.errors import AckspecError
 from ackspec.reference.broker.auth import Authenticator, load_users
 from ackspec.reference.broker.model import CoreConfig
 from ackspec.reference.broker.trace import Tracer
+from ackspec.reference.journal.log import RECOVERY_MODES
 from ackspec.reference.server import BrokerServer, new_event_loop
 from ackspec.reference.stomp.session import SessionConfig
 
@@ -40,6 +41,10 @@ def register(subparsers: Any) -> None:
                    help="AMQP 1.0 listener on the same broker core (port 0 = ephemeral)")
     p.add_argument("--data", metavar="DIR", default=None,
                    help="journal directory (persistent messages survive restarts); default: in memory")
+    p.add_argument("--recover", choices=RECOVERY_MODES, default="refuse",
+                   help="damage in the middle of the journal (not a torn tail, always cut): refuse to start "
+                        "(default), skip-corrupt (keep every good record after it) or truncate (keep what "
+                        "precedes it); either way the original is copied aside and each lost record counted")
     p.add_argument("--users", metavar="FILE", default=None,
                    help="users file, one 'login:passcode' per line; without it any login is accepted")
     p.add_argument("--allow-anonymous", action="store_true",
@@ -62,7 +67,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.max_redeliveries < 0:
         raise AckspecError("--max-redeliveries must be >= 0")
     users = load_users(args.users) if args.users else {}
@@ -80,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         max_connections=args.max_connections,
         control=args.control,
         amqp=args.amqp,
+        journal_recover=args.recover,
     )
 
     async def main() -> None:

@@ -114,7 +114,10 @@ class BrokerServer:
         control: tuple[str, int] | None = None,
         amqp: tuple[str, int] | None = None,
         egress: EgressFactory | None = None,
+        journal_recover: str = "refuse",
     ) -> None:
+        self.journal_recover = journal_recover
+        """What replay does about damage in the middle of the journal (:data:`~.journal.log.RECOVERY_MODES`)."""
         self.egress = egress
         """Optional wrapper of each STOMP connection's output (see :class:`Egress`); None = the transport."""
         self.amqp_address = amqp
@@ -153,7 +156,7 @@ class BrokerServer:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         if self.data_dir is not None:
-            self.journal = Journal(self.data_dir)
+            self.journal = Journal(self.data_dir, recover=self.journal_recover)
             records, report = self.journal.replay()
             self.core.restore(records)
             if report.records > 1000:
@@ -524,7 +527,9 @@ class EmbeddedBroker:
         amqp: bool | tuple[str, int] = False,
         egress: EgressFactory | None = None,
         event_loop: str = "asyncio",
+        journal_recover: str = "refuse",
     ) -> None:
+        self.journal_recover = journal_recover
         self.egress = egress
         self.event_loop = event_loop
         """"asyncio" (default) or "uvloop" (if installed; see :func:`new_event_loop`)."""
@@ -578,7 +583,7 @@ class EmbeddedBroker:
         self.server = BrokerServer(host=self.host, port=self.port, data_dir=self.data_dir,
                                    core_config=self.core_config, session_config=self.session_config,
                                    auth=self.auth, faults=self.faults, tracer=self.tracer, control=control,
-                                   amqp=self.amqp, egress=self.egress)
+                                   amqp=self.amqp, egress=self.egress, journal_recover=self.journal_recover)
         await self.server.start()
         self.amqp = self.server.amqp_address  # keep the bound port across restarts
         self.port = self.server.port

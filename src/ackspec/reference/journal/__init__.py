@@ -1,7 +1,8 @@
 """Append-only journal of the reference broker's durable facts.
 
-See :mod:`.log` for the file format, replay and torn-record handling, and
-:mod:`.codec` for the record encoding.
+See :mod:`.log` for the file, replay, torn tails and the operator's choices about damage,
+:mod:`.framing` for how records sit in the file (two versions), :mod:`.recovery` for finding the good
+records around damage, and :mod:`.codec` for the record encoding.
 """
 
 from ackspec.reference.journal.codec import decode_record, encode_record

@@ -1,13 +1,16 @@
-"""The journal file: length-prefixed, CRC-checked records, appended and fsync'd in groups.
+"""The journal file: checksummed, numbered records, appended and fsync'd in groups.
 
-File ``journal.dat`` in the data directory, starting with the 8-byte magic ``ACKJRNL1``;
-then records, each ``u32 length | u32 crc32(payload) | payload``.
+File ``journal.dat`` in the data directory; the record framing (two versions, so old journals stay
+readable) is in :mod:`.framing`.
 
-Replay reads records until the end; a record that is incomplete or whose CRC does not match
-ends the valid prefix: it (and anything after it) is dropped, the file is truncated there,
-and one warning line says so. A torn last record is what a crash during a write leaves;
-a record is only ever confirmed after the fsync that covered it, so dropping it loses
-nothing that was confirmed.
+Replay reads every record. A torn *tail* (an unfinished record at the end with nothing valid after it) is
+what a crash during a write leaves; a record is only ever confirmed after the fsync that covered it, so
+dropping it loses nothing that was confirmed: the file is cut there and one WARNING line says so. Damage
+*in the middle* (a bad record followed by good ones) is never dropped silently: by default replay refuses
+(:class:`JournalCorruption`, one line naming the choices), and the operator may choose ``skip-corrupt``
+(keep every good record, resynchronising after each damaged region: :mod:`.recovery`) or ``truncate`` (keep
+only what precedes the damage). Before either, the original file is copied aside
+(``journal.dat.damaged-<UTC time>``) and every lost record is counted in a WARNING line.
 
 Writes go straight to the OS (``os.write``: survives a process crash); :meth:`Journal.sync`
 makes them survive a machine crash. The server calls ``sync`` once for many appends (group
@@ -18,23 +21,24 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
+import shutil
 import threading
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from ackspec.errors import AckspecError
 from ackspec.reference.broker.records import Record
-from ackspec.reference.journal.codec import decode_record, encode_record
+from ackspec.reference.journal.codec import encode_record
+from ackspec.reference.journal.framing import MAGIC_V2, MAGICS, frame
+from ackspec.reference.journal.recovery import Damage, Scan, scan
 
 log = logging.getLogger("ackspec.reference.journal")
 
-MAGIC = b"ACKJRNL1"
+MAGIC = MAGIC_V2
 FILE_NAME = "journal.dat"
-_HEAD = struct.Struct(">II")
-MAX_RECORD = 256 * 1024 * 1024
+RECOVERY_MODES = ("refuse", "skip-corrupt", "truncate")
+"""What replay does about damage in the middle of the journal (see the module docstring)."""
 
 
 def _datasync(fd: int) -> None:
@@ -44,7 +48,7 @@ def _datasync(fd: int) -> None:
 
 
 class JournalCorruption(AckspecError):
-    """The journal cannot be used at all (e.g. wrong magic)."""
+    """The journal cannot be used as it is (wrong magic, or damage the operator has not chosen how to handle)."""
 
 
 @dataclass(frozen=True)
@@ -53,14 +57,40 @@ class ReplayReport:
     valid_bytes: int
     dropped_bytes: int
     reason: str = ""
+    damaged_regions: int = 0
+    """Damaged regions in the middle of the file that the chosen recovery dealt with."""
+    lost_records: int | None = 0
+    """Records lost to those regions (and, with ``truncate``, the good records after the first); None when a
+    version-1 journal's damage hid how many."""
+    set_aside: Path | None = None
+    """The copy of the original file made before recovering."""
+
+
+def _sum_lost(regions: list[Damage]) -> int | None:
+    total = 0
+    for region in regions:
+        if region.lost is None:
+            return None
+        total += region.lost
+    return total
+
+
+def _lost_text(lost: int | None) -> str:
+    return "an unknown number of records (at least 1)" if lost is None else f"{lost} record(s)"
 
 
 class Journal:
     """One journal file. ``append`` and ``sync`` may be called from different threads."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, recover: str = "refuse") -> None:
+        if recover not in RECOVERY_MODES:
+            raise ValueError(f"unknown journal recovery {recover!r} (one of {', '.join(RECOVERY_MODES)})")
         self.directory = Path(directory)
         self.path = self.directory / FILE_NAME
+        self.recover = recover
+        self.version = 2
+        """Framing of the records appended: the existing file's (see :mod:`.framing`), 2 for a new one."""
+        self.next_number = 1
         self._fd: int | None = None
         self._lock = threading.Lock()
         self.records_written = 0
@@ -75,7 +105,7 @@ class Journal:
 
     # ------------------------------------------------------------ replay
     def replay(self) -> tuple[list[Record], ReplayReport]:
-        """Read every valid record; truncate a torn or corrupt tail (logged)."""
+        """Read every valid record; cut a torn tail (logged); handle damage as ``recover`` says."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -83,41 +113,83 @@ class Journal:
         if not self.path.exists():
             return [], ReplayReport(0, 0, 0)
         data = self.path.read_bytes()
-        if len(data) < len(MAGIC):
-            if MAGIC.startswith(data):
-                self._truncate(0)
-                return [], ReplayReport(0, 0, len(data), "torn file header")
-            raise JournalCorruption(f"{self.path} is not an ackspec journal")
-        if data[: len(MAGIC)] != MAGIC:
+        magic = data[: len(MAGIC)]
+        if len(data) < len(MAGIC) and any(m.startswith(data) for m in MAGICS):
+            self._truncate(0)
+            return [], ReplayReport(0, 0, len(data), "torn file header")
+        if magic not in MAGICS:
             raise JournalCorruption(f"{self.path} is not an ackspec journal (bad magic)")
-        pos = len(MAGIC)
-        records: list[Record] = []
-        reason = ""
-        n = len(data)
-        while pos < n:
-            if pos + _HEAD.size > n:
-                reason = "torn record header"
-                break
-            length, crc = _HEAD.unpack_from(data, pos)
-            start = pos + _HEAD.size
-            if length > MAX_RECORD or start + length > n:
-                reason = "torn record (shorter than its length)"
-                break
-            payload = data[start : start + length]
-            if zlib.crc32(payload) != crc:
-                reason = "CRC mismatch"
-                break
-            try:
-                records.append(decode_record(payload))
-            except (ValueError, struct.error, UnicodeDecodeError) as exc:
-                reason = f"undecodable record ({exc})"
-                break
-            pos = start + length
-        dropped = n - pos
-        if dropped:
-            log.warning("journal %s: dropped %d byte(s) at offset %d: %s", self.path, dropped, pos, reason)
-            self._truncate(pos)
-        return records, ReplayReport(len(records), pos, dropped, reason)
+        self.version = MAGICS[magic]
+        found = scan(data, len(MAGIC), self.version)
+        if found.damage:
+            return self._recover(data, found)
+        return self._finish(found, len(data))
+
+    def _finish(self, found: Scan, size: int) -> tuple[list[Record], ReplayReport]:
+        """Cut a torn tail and report (no damage in the middle, or it was rewritten away)."""
+        tail = found.tail
+        if tail is not None:
+            log.warning("journal %s: dropped %d byte(s) of a torn tail at offset %d: %s",
+                        self.path, size - tail.offset, tail.offset, tail.reason)
+            self._truncate(tail.offset)
+        if found.records:
+            self.next_number = found.records[-1].number + 1
+        dropped = size - tail.offset if tail is not None else 0
+        return found.record_values, ReplayReport(len(found.records), found.end, dropped,
+                                                 tail.reason if tail is not None else "")
+
+    def _recover(self, data: bytes, found: Scan) -> tuple[list[Record], ReplayReport]:
+        first = found.damage[0]
+        if self.recover == "refuse":
+            after = sum(1 for f in found.records if f.offset >= first.end)
+            raise JournalCorruption(
+                f"journal {self.path} is damaged in the middle ({len(found.damage)} region(s), the first at byte "
+                f"{first.offset}: {first.reason}; {after} good record(s) after it): refusing to start; the file is "
+                "unchanged: choose --recover skip-corrupt (keep every good record) or --recover truncate (keep "
+                "what precedes the damage)")
+        aside = self._set_aside()
+        if self.recover == "truncate":
+            return self._truncate_at_damage(data, found, aside)
+        for region in found.damage:
+            log.warning("journal %s: skipped %d damaged byte(s) at offset %d (%s): %s lost",
+                        self.path, region.end - region.offset, region.offset, region.reason, _lost_text(region.lost))
+        lost_total = _sum_lost(found.damage)
+        log.warning("journal %s: kept %d good record(s), lost %s in %d damaged region(s); the original is at %s",
+                    self.path, len(found.records), _lost_text(lost_total), len(found.damage), aside)
+        values = found.record_values
+        dropped = len(data) - found.end if found.tail is not None else 0
+        self.rewrite(values)
+        return values, ReplayReport(len(values), found.end, dropped, found.damage[0].reason, len(found.damage),
+                                    lost_total, aside)
+
+    def _truncate_at_damage(self, data: bytes, found: Scan, aside: Path) -> tuple[list[Record], ReplayReport]:
+        """``--recover truncate``: keep what precedes the first damage; count everything after it as lost."""
+        first = found.damage[0]
+        kept = found.prefix_before_damage()
+        after = len(found.records) - len(kept)
+        in_damage = _sum_lost(found.damage)
+        lost = None if in_damage is None else in_damage + after
+        log.warning("journal %s: truncating at byte %d (%s): %s lost, %d of them good records after the damage "
+                    "(discarded as chosen); the original is at %s", self.path, first.offset, first.reason,
+                    _lost_text(lost), after, aside)
+        self._truncate(first.offset)
+        self.next_number = kept[-1].number + 1 if kept else 1
+        return [f.record for f in kept], ReplayReport(len(kept), first.offset, len(data) - first.offset,
+                                                      first.reason, len(found.damage), lost, aside)
+
+    def _set_aside(self) -> Path:
+        """Copy the damaged file next to it (fsync'd) before changing anything."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = self.path.with_name(f"{FILE_NAME}.damaged-{stamp}")
+        n = 1
+        while target.exists():
+            n += 1
+            target = self.path.with_name(f"{FILE_NAME}.damaged-{stamp}-{n}")
+        shutil.copyfile(self.path, target)
+        with open(target, "rb") as f:
+            os.fsync(f.fileno())
+        self._fsync_dir()
+        return target
 
     def _truncate(self, size: int) -> None:
         with open(self.path, "r+b") as f:
@@ -131,6 +203,7 @@ class Journal:
         fresh = not self.path.exists() or self.path.stat().st_size == 0
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         if fresh:
+            self.version, self.next_number = 2, 1
             os.write(self._fd, MAGIC)
             os.fsync(self._fd)
             self._fsync_dir()
@@ -140,12 +213,7 @@ class Journal:
         """Write records (one ``write`` call for the batch). Not yet durable: see :meth:`sync`."""
         if self._fd is None:
             raise RuntimeError("journal not open")
-        parts: list[bytes] = []
-        for r in records:
-            payload = encode_record(r)
-            parts.append(_HEAD.pack(len(payload), zlib.crc32(payload)))
-            parts.append(payload)
-        data = b"".join(parts)
+        data = self._frames(records)
         with self._lock:
             view = memoryview(data)
             while view:
@@ -153,6 +221,13 @@ class Journal:
                 view = view[written:]
             self.size += len(data)
         self.records_written += len(records)
+
+    def _frames(self, records: list[Record]) -> bytes:
+        """Encode and frame ``records``, numbering them on from :attr:`next_number`."""
+        version, number = self.version, self.next_number
+        parts = [frame(encode_record(r), version, number + i) for i, r in enumerate(records)]
+        self.next_number = number + len(records)
+        return b"".join(parts)
 
     def sync(self) -> None:
         """fsync: every record appended before this call is durable when it returns."""
@@ -177,14 +252,13 @@ class Journal:
         return lost
 
     def rewrite(self, records: list[Record]) -> None:
-        """Compaction: atomically replace the file with ``records`` (write, fsync, rename)."""
+        """Compaction (and recovery): atomically replace the file with ``records`` (write, fsync, rename),
+        in the current format, numbered from 1."""
         tmp = self.path.with_suffix(".tmp")
+        self.version, self.next_number = 2, 1
         with open(tmp, "wb") as f:
             f.write(MAGIC)
-            for r in records:
-                payload = encode_record(r)
-                f.write(_HEAD.pack(len(payload), zlib.crc32(payload)))
-                f.write(payload)
+            f.write(self._frames(records))
             f.flush()
             os.fsync(f.fileno())
         was_open = self._fd is not None
