@@ -48,10 +48,12 @@ class Harness:
 
     def __init__(self, adapter: Adapter, recorder: Recorder, *, run_tag: str, test_index: int,
                  timeout: float, settings: TargetSettings, broker: Any = None,
-                 restart: Callable[[], None] | None = None) -> None:
+                 restart: Callable[[], None] | None = None, requirements: Iterable[str] = ()) -> None:
         """``restart``: how to restart a real target (``--restart-command``); the embedded broker's
-        adapter restarts it itself."""
+        adapter restarts it itself. ``requirements``: what the test cites and the target can be tested
+        for, in citing order (the plugin passes them; :attr:`requirement` is the first)."""
         self.adapter = adapter
+        self.requirements = tuple(requirements)
         self._restart = restart
         self.recorder = recorder
         self.timeout = timeout
@@ -65,6 +67,19 @@ class Harness:
         self._clients: list[Client] = []
         self._raws: list[RawStomp] = []
         self._declare(Intent.DELIVERED, reason="harness default: every message sent is consumed by the end")
+
+    @property
+    def requirement(self) -> str:
+        """The test's (first) cited requirement: what a check charges when the test names none."""
+        if not self.requirements:
+            raise AssertionError("this test cites no requirement the target can be tested for")
+        return self.requirements[0]
+
+    def check(self, condition: object, message: str, operations: Iterable[int] = (),
+              requirement: str | None = None) -> None:
+        """Assert ``condition`` on behalf of ``requirement`` (default: the test's first cited one)."""
+        if not condition:
+            raise RequirementViolation(requirement or self.requirement, message, operations)
 
     # -- naming ------------------------------------------------------------------------
 
@@ -128,15 +143,16 @@ class Harness:
             got.append(delivery)
         return got
 
-    def expect_n(self, client: Client, subscription: str, n: int, requirement: str, what: str = "messages",
-                 *, timeout: float | None = None) -> list[Delivery]:
+    def expect_n(self, client: Client, subscription: str, n: int, requirement: str | None = None,
+                 what: str = "messages", *, timeout: float | None = None) -> list[Delivery]:
+        """``n`` deliveries, or a violation of ``requirement`` (default: the test's first cited one)."""
         got = self.receive_n(client, subscription, n, timeout=timeout)
         if len(got) < n:
-            raise RequirementViolation(requirement, f"expected {n} {what}, got {len(got)}: "
+            raise RequirementViolation(requirement or self.requirement, f"expected {n} {what}, got {len(got)}: "
                                        f"seqs {[d.seq for d in got]}", self.last_ops(1))
         return got
 
-    def expect_n_after_loss(self, client: Client, subscription: str, n: int, requirement: str,
+    def expect_n_after_loss(self, client: Client, subscription: str, n: int, requirement: str | None = None,
                             what: str = "redeliveries") -> list[Delivery]:
         """``n`` deliveries that come back because another connection died (crash, abrupt close).
 
@@ -147,6 +163,7 @@ class Harness:
         what came in time, what came late and what never came, so a slow clean-up is not
         mistaken for a loss and a loss is not blamed on a slow clean-up.
         """
+        requirement = requirement or self.requirement
         started = time.monotonic()
         got = self.receive_n(client, subscription, n)
         if len(got) == n:

@@ -21,7 +21,7 @@ import fnmatch
 import itertools
 import secrets
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from ackspec import __version__
+from ackspec.conformance import applicability
 from ackspec.conformance import config as suite_config
 from ackspec.conformance.harness import Harness
 from ackspec.conformance.target import ProfileError, Target, resolve
@@ -93,6 +94,8 @@ class _ItemState:
     duration: float = 0.0
     decided: bool = False
     notes: str = ""
+    inapplicable: Mapping[str, str] = field(default_factory=dict)  # requirement -> capability it lacks
+    target: str = ""
 
 
 class SuiteSession:
@@ -194,7 +197,8 @@ class SuiteSession:
             judged = classify(exc)
         deviations = self.target.deviations_for(item.nodeid) if self.target is not None else {}
         intermittent = self.target.intermittent_for(item.nodeid) if self.target is not None else frozenset()
-        state.verdicts = decide(state.requirements or ["(none)"], judged, deviations, intermittent)
+        state.verdicts = _without_capabilities(
+            decide(state.requirements or ["(none)"], judged, deviations, intermittent), state)
         state.duration = call.duration
         state.decided = True
         state.notes = _notes(exc)
@@ -278,9 +282,20 @@ def harness(request: pytest.FixtureRequest, ackspec_target: Target) -> Iterator[
                         path=suite.run_dir.history_path(nodeid))
     recorder.test = nodeid
     adapter = ackspec_target.make_adapter(recorder, suite_config.CURRENT.timeout)
+    state = suite.states.get(nodeid)
+    cited = state.requirements if state is not None else requirements_of(request.node)
+    try:
+        inapplicable = applicability.gate(cited, adapter.capabilities, f"{adapter.name} against {adapter.url}")
+    except BaseException:
+        adapter.close()
+        recorder.close()
+        raise
+    if state is not None:
+        state.inapplicable, state.target = inapplicable, f"{adapter.name} against {adapter.url}"
     h = Harness(adapter, recorder, run_tag=suite.run_id.split("-")[-1], test_index=next(suite.counter),
                 timeout=suite_config.CURRENT.timeout, settings=ackspec_target.settings,
-                broker=ackspec_target.broker, restart=ackspec_target.restart)
+                broker=ackspec_target.broker, restart=ackspec_target.restart,
+                requirements=[r for r in cited if r not in inapplicable])
     try:
         yield h
     finally:
@@ -299,6 +314,19 @@ def _force_hypothesis_seed(seed: int) -> None:
 
     if getattr(core, "global_force_seed", None) is None:
         core.global_force_seed = seed  # type: ignore[assignment]
+
+
+def _without_capabilities(verdicts: list[RequirementVerdict], state: _ItemState) -> list[RequirementVerdict]:
+    """A requirement whose capabilities the target lacks was not exercised: not-applicable, naming the
+    capability, unless the test found it violated all the same (see :mod:`ackspec.conformance.applicability`)."""
+    def judged(verdict: RequirementVerdict) -> RequirementVerdict:
+        cap = state.inapplicable.get(verdict.requirement)
+        if cap is None or verdict.verdict not in applicability.UNCHECKED:
+            return verdict
+        message = applicability.not_applicable_message(verdict.requirement, cap, state.target)
+        return RequirementVerdict(verdict.requirement, Verdict.NOT_APPLICABLE, message, capability=cap)
+
+    return [judged(v) for v in verdicts]
 
 
 def _notes(exc: BaseException | None) -> str:

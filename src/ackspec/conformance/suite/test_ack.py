@@ -29,7 +29,7 @@ def _back_after_acking_seq_2(harness: Harness, ack: AckMode, requirement_id: str
 
 @requirement("STOMP-ACK-AUTO")
 def test_auto_ack_consumes_on_delivery(harness: Harness) -> None:
-    harness.require(Capability.ACK_AUTO, Capability.QUEUES)
+    harness.require(Capability.QUEUES)
     c1, q, _sub, got = received(harness, 3, "STOMP-ACK-AUTO", ack=AckMode.AUTO)
     again = left_after_disconnect(harness, c1, q)
     check(not again, "STOMP-ACK-AUTO", f"auto-acked messages delivered again: {again}")
@@ -38,7 +38,7 @@ def test_auto_ack_consumes_on_delivery(harness: Harness) -> None:
 
 @requirement("STOMP-ACK-CLIENT-CUMULATIVE", "STOMP-ACK-UNACKED-NOT-CONSUMED", "JMS-6.2.11-NO-DUPLICATE-AFTER-ACK")
 def test_client_ack_is_cumulative(harness: Harness) -> None:
-    harness.require(Capability.ACK_CLIENT, Capability.RECEIPTS)
+    harness.require(Capability.RECEIPTS)
     # in client mode the ACK of seq 2 covers seqs 0, 1 and 2
     back = _back_after_acking_seq_2(harness, AckMode.CLIENT, "STOMP-ACK-UNACKED-NOT-CONSUMED")
     checks = Checks()
@@ -82,7 +82,6 @@ def test_unacked_redelivered_after_crash(harness: Harness) -> None:
 
 @requirement("STOMP-ACK-CLIENT-PER-SUBSCRIPTION")
 def test_client_ack_stays_within_subscription(harness: Harness) -> None:
-    harness.require(Capability.ACK_CLIENT)
     qa, qb = harness.queue("a"), harness.queue("b")
     c1 = harness.client()
     sa = c1.subscribe(qa, ack=AckMode.CLIENT)

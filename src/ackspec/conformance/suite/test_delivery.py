@@ -20,7 +20,6 @@ requirement = pytest.mark.requirement
 
 @requirement("JMS-6.2.9.1-PER-PRODUCER-ORDER")
 def test_order_per_producer(harness: Harness) -> None:
-    harness.require(Capability.QUEUES)
     q = harness.queue()
     consumer = harness.client("consumer")
     sub = consumer.subscribe(q, ack=AckMode.AUTO)
@@ -44,7 +43,6 @@ def test_order_per_producer(harness: Harness) -> None:
 @requirement("STOMP-SUBSCRIBE-PREFETCH")
 def test_prefetch_bounds_unacked_deliveries(harness: Harness) -> None:
     """Over the catalogue's prefetch domain (1.., capped per run) and any backlog beyond it."""
-    harness.require(Capability.PREFETCH, Capability.ACK_CLIENT_INDIVIDUAL)
 
     @hypothesis_settings()
     @given(prefetch=drawn("STOMP-SUBSCRIBE-PREFETCH", "prefetch"), beyond=st.integers(1, 8))
@@ -87,7 +85,7 @@ def _prefetch_example(harness: Harness, n: int, total: int) -> None:
 
 @requirement("JMS-4.1.2-QUEUE-ONE-CONSUMER", "JMS-6.2.12-NO-DUPLICATE-PRODUCTION")
 def test_queue_gives_each_message_to_one_consumer(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.RECEIPTS)
+    harness.require(Capability.RECEIPTS)
     q = harness.queue()
     a, b = harness.client("a"), harness.client("b")
     sa, sb = a.subscribe(q), b.subscribe(q)
@@ -118,7 +116,6 @@ def test_queue_gives_each_message_to_one_consumer(harness: Harness) -> None:
 
 @requirement("JMS-4.2-TOPIC-EVERY-SUBSCRIBER")
 def test_topic_copies_to_every_subscriber(harness: Harness) -> None:
-    harness.require(Capability.TOPICS)
     t = harness.topic()
     a, b = harness.client("a"), harness.client("b")
     sa, sb = a.subscribe(t), b.subscribe(t)
@@ -133,7 +130,7 @@ def test_durable_subscription_keeps_messages_while_inactive(harness: Harness) ->
     """A durable subscription made, its consumer closed and its connection ended; five persistent messages
     published; a new connection of the same client resumes it and must get all five, in order. The
     subscription is deleted at the end (JMS unsubscribe), so nothing stays on the target."""
-    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.RECEIPTS)
+    harness.require(Capability.RECEIPTS)
     t, client_id = suspended_durable(harness, DURABLE_NAME)
     harness.send_seq(harness.client("producer"), t, range(5), persistent=True)
     second = harness.client("durable-2", client_id=client_id)
@@ -171,7 +168,7 @@ def test_durable_subscription_keeps_persistent_messages_across_restart(harness: 
 
 @requirement("STOMP-UNSUBSCRIBE-STOPS")
 def test_unsubscribe_stops_deliveries(harness: Harness) -> None:
-    harness.require(Capability.TOPICS, Capability.RECEIPTS)
+    harness.require(Capability.TOPICS)
     t = harness.topic()
     c = harness.client()
     gone = c.subscribe(t)

@@ -25,7 +25,6 @@ TRICKY_VALUES = ["a:b", "line1\nline2", "back\\slash", "cr\rhere", "trailing:", 
 
 @requirement("STOMP-SEND-HEADERS-PASSED", "STOMP-HEADER-ESCAPING")
 def test_custom_headers_round_trip(harness: Harness) -> None:
-    harness.require(Capability.CUSTOM_HEADERS)
     c, q, sub = subscribed(harness)
     plain = {"x-plain": "value", "x-number": "42", "x-empty-ish": "-"}
     tricky = {f"x-tricky-{i}": v for i, v in enumerate(TRICKY_VALUES)}
@@ -42,7 +41,6 @@ def test_custom_headers_round_trip(harness: Harness) -> None:
 
 @requirement("STOMP-SEND-BODY-INTACT", "STOMP-CONTENT-LENGTH")
 def test_binary_bodies_intact(harness: Harness) -> None:
-    harness.require(Capability.BINARY_BODY)
     c, q, sub = subscribed(harness)
     bodies = [b"\x00", b"a\x00b\x00", bytes(range(256)), b"\x00" * 1000, bytes(range(256)) * 400]
     for i, body in enumerate(bodies):
@@ -177,7 +175,6 @@ def test_unsubscribe_unknown_id(harness: Harness) -> None:
 
 @requirement("STOMP-HEARTBEAT-NEGOTIATION")
 def test_heartbeats_negotiated_and_sent(harness: Harness) -> None:
-    harness.require(Capability.HEARTBEAT)
     raw = harness.raw()
     reply = raw.connect(harness.settings.login, harness.settings.passcode, harness.settings.vhost,
                         heart_beat="0,300")

@@ -22,7 +22,6 @@ requirement = pytest.mark.requirement
 
 @requirement("STOMP-NACK-INDIVIDUAL")
 def test_nack_individual_covers_one(harness: Harness) -> None:
-    harness.require(Capability.NACK, Capability.ACK_CLIENT_INDIVIDUAL)
     c1, q, _sub, got = received(harness, 3, "STOMP-NACK-INDIVIDUAL", ack=AckMode.CLIENT_INDIVIDUAL, prefetch=10)
     c1.nack(got[1])
     # seqs 0 and 2 must still be ours to acknowledge (a NACK of seq 1 touched nothing else)
@@ -35,7 +34,6 @@ def test_nack_individual_covers_one(harness: Harness) -> None:
 
 @requirement("STOMP-NACK-CLIENT-CUMULATIVE")
 def test_nack_client_mode_is_cumulative(harness: Harness) -> None:
-    harness.require(Capability.NACK, Capability.ACK_CLIENT)
     c1, q, sub, got = received(harness, 3, "STOMP-NACK-CLIENT-CUMULATIVE", ack=AckMode.CLIENT, prefetch=10)
     c1.nack(got[1])  # covers seqs 0 and 1; seq 2 stays held
     live = seqs(harness.barrier(c1, q, c1, sub))
@@ -72,7 +70,7 @@ def _delivered_across_crashes(harness: Harness, n: int) -> list[Delivery]:
 
 @requirement("STOMP-REDELIVERED-HEADER", "JMS-3.4.7-REDELIVERED-FALSE-FIRST")
 def test_redelivered_flag(harness: Harness) -> None:
-    harness.require(Capability.REDELIVERED_FLAG, Capability.ABRUPT_DISCONNECT, Capability.ACK_CLIENT_INDIVIDUAL)
+    harness.require(Capability.ABRUPT_DISCONNECT, Capability.ACK_CLIENT_INDIVIDUAL)
     seen = _delivered_across_crashes(harness, 2)
     checks = Checks()
     checks.check(len(seen) == 2, "STOMP-REDELIVERED-HEADER", f"message delivered {len(seen)} times, expected 2")
@@ -88,7 +86,7 @@ def test_redelivered_flag(harness: Harness) -> None:
 @requirement("STOMP-DELIVERY-COUNT-HEADER", "JMS-3.5.11-DELIVERY-COUNT-FIRST-ONE",
              "JMS-3.5.11-DELIVERY-COUNT-INCREMENTS")
 def test_delivery_count_grows(harness: Harness) -> None:
-    harness.require(Capability.DELIVERY_COUNT, Capability.ABRUPT_DISCONNECT, Capability.ACK_CLIENT_INDIVIDUAL)
+    harness.require(Capability.ABRUPT_DISCONNECT, Capability.ACK_CLIENT_INDIVIDUAL)
     seen = _delivered_across_crashes(harness, 3)
     counts = [d.delivery_count for d in seen]
     checks = Checks()
@@ -103,7 +101,7 @@ def test_delivery_count_grows(harness: Harness) -> None:
 
 @requirement("AMQ-REDELIVERY-MAX", "AMQ-REDELIVERY-POISON-TO-DLQ")
 def test_dead_letter_after_redelivery_limit(harness: Harness) -> None:
-    harness.require(Capability.NACK, Capability.DEAD_LETTER, Capability.ACK_CLIENT_INDIVIDUAL)
+    harness.require(Capability.ACK_CLIENT_INDIVIDUAL)
     limit, dlq_pattern = harness.settings.max_redeliveries, harness.settings.dead_letter_queue
     if limit is None or not dlq_pattern:
         pytest.skip("the profile names no redelivery limit or dead-letter queue")

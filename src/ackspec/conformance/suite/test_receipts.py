@@ -46,7 +46,6 @@ def _sends_asking_receipts(harness: Harness, n: int, *, persistent_every: int) -
 
 @requirement("STOMP-RECEIPT-AFTER-PROCESSING")
 def test_every_receipt_is_answered(harness: Harness) -> None:
-    harness.require(Capability.RECEIPTS)
     q = harness.queue()
     raw = harness.raw_connected()
     ids = []
@@ -64,7 +63,6 @@ def test_every_receipt_is_answered(harness: Harness) -> None:
 
 @requirement("STOMP-RECEIPT-ORDER")
 def test_receipts_come_in_frame_order(harness: Harness) -> None:
-    harness.require(Capability.RECEIPTS, Capability.PERSISTENCE)
     raw, ids = _sends_asking_receipts(harness, 20, persistent_every=2)
     got = _receipts(raw, len(ids), harness.timeout)
     check(got == ids, "STOMP-RECEIPT-ORDER", f"receipts in order {got[:8]}... for frames {ids[:8]}...")
@@ -72,7 +70,7 @@ def test_receipts_come_in_frame_order(harness: Harness) -> None:
 
 @requirement("STOMP-DISCONNECT-RECEIPT-LAST", "STOMP-RECEIPT-CUMULATIVE")
 def test_disconnect_receipt_comes_last(harness: Harness) -> None:
-    harness.require(Capability.RECEIPTS, Capability.PERSISTENCE)
+    harness.require(Capability.PERSISTENCE)
     raw, ids = _sends_asking_receipts(harness, 30, persistent_every=1)
     raw.send(frame("DISCONNECT", {"receipt": "r-disconnect"}))
     got = _receipts(raw, len(ids) + 1, harness.timeout)
@@ -87,7 +85,6 @@ def test_disconnect_receipt_comes_last(harness: Harness) -> None:
 
 @requirement("STOMP-RECEIPT-PERSISTENT-DURABLE", "JMS-7.7-PERSISTENT-ONCE-AND-ONLY-ONCE")
 def test_receipted_persistent_send_survives_restart(harness: Harness) -> None:
-    harness.require(Capability.RECEIPTS, Capability.PERSISTENCE, Capability.BROKER_RESTART)
     q = harness.queue()
     p = harness.client("producer")
     harness.send_seq(p, q, range(5), persistent=True)

@@ -47,7 +47,7 @@ def _until_seq(client: Client, subscription: str, last: int) -> list[Delivery]:
 def test_selector_on_a_queue_leaves_the_rest_for_other_consumers(harness: Harness) -> None:
     """A queue consumer selecting ``colour = 'red'`` gets the red messages only; the blue ones stay on
     the queue, and a consumer without a selector, opened after it has gone, gets them."""
-    harness.require(Capability.QUEUES, Capability.SELECTORS, Capability.CUSTOM_HEADERS, Capability.RECEIPTS)
+    harness.require(Capability.RECEIPTS)
     q = harness.queue("selector")
     selecting = harness.client("selecting")
     sub = selecting.subscribe(q, selector=SELECTOR)
@@ -89,7 +89,7 @@ def test_durable_subscription_keeps_only_what_its_selector_matches(harness: Harn
 def test_invalid_selector_is_refused(harness: Harness, selector: str) -> None:
     """A consumer whose selector is not valid selector syntax is refused (STOMP: an ERROR; AMQP: a refused
     attach), not created with the selector ignored."""
-    harness.require(Capability.QUEUES, Capability.SELECTORS, Capability.RECEIPTS)
+    harness.require(Capability.RECEIPTS)
     client = harness.client("invalid-selector")
     try:
         client.subscribe(harness.queue("selector"), selector=selector)
@@ -128,7 +128,7 @@ def test_no_local_consumer_does_not_get_its_own_connections_messages(harness: Ha
     """A noLocal topic consumer's connection and another connection publish in turn, each send confirmed
     before the next: only the other connection's messages arrive. Its last message ends the wait, since the
     broker had routed every earlier one before it was sent."""
-    harness.require(Capability.TOPICS, Capability.NO_LOCAL, Capability.RECEIPTS)
+    harness.require(Capability.RECEIPTS)
     t = harness.topic("no-local")
     own = harness.client("own")
     sub = own.subscribe(t, no_local=True)
@@ -147,7 +147,6 @@ def test_durable_no_local_subscription_keeps_nothing_of_its_own_client_id(harnes
     """A durable noLocal subscription, without a consumer, while its creating client's own connection, another
     connection and then a new connection with the same client id publish in turn: resumed, it delivers only
     the other connection's messages (JMS: "or any other connection with the same client identifier")."""
-    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.NO_LOCAL, Capability.RECEIPTS)
     t = harness.topic("durable")
     client_id = f"ackspec-{t.rsplit('/', 1)[-1]}"
     first = harness.client("durable-1", client_id=client_id)

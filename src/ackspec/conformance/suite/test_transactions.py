@@ -58,7 +58,7 @@ def _acked_in_transaction(harness: Harness, requirement_id: str, *also: Capabili
 
 @requirement("STOMP-TX-SEND-INVISIBLE", "STOMP-TX-COMMIT-ATOMIC")
 def test_tx_sends_invisible_until_commit(harness: Harness) -> None:
-    harness.require(Capability.TRANSACTIONS, Capability.QUEUES)
+    harness.require(Capability.QUEUES)
     producer, consumer, q, sub, tx = _sends_in_open_transaction(harness, 3)
     early = seqs(harness.barrier(producer, q, consumer, sub))
     checks = Checks()
@@ -72,7 +72,6 @@ def test_tx_sends_invisible_until_commit(harness: Harness) -> None:
 
 @requirement("STOMP-TX-ABORT-DISCARDS-SENDS")
 def test_tx_abort_discards_sends(harness: Harness) -> None:
-    harness.require(Capability.TRANSACTIONS, Capability.QUEUES)
     producer, consumer, q, sub, tx = _sends_in_open_transaction(harness, 3)
     producer.abort(tx)
     leaked = seqs(harness.barrier(producer, q, consumer, sub))
@@ -81,7 +80,6 @@ def test_tx_abort_discards_sends(harness: Harness) -> None:
 
 @requirement("STOMP-TX-DISCONNECT-ABORTS")
 def test_tx_disconnect_aborts_sends(harness: Harness) -> None:
-    harness.require(Capability.TRANSACTIONS, Capability.ABRUPT_DISCONNECT)
     producer, consumer, q, sub, _tx = _sends_in_open_transaction(harness, 2)
     producer.disconnect()
     leaked = seqs(harness.barrier(consumer, q, consumer, sub))
@@ -122,7 +120,6 @@ def test_tx_crash_undoes_acks(harness: Harness) -> None:
 
 @requirement("STOMP-TX-UNKNOWN-ERROR")
 def test_tx_unknown_transaction_is_an_error(harness: Harness) -> None:
-    harness.require(Capability.TRANSACTIONS)
     _raw, reply = raw_reply(harness, frame("COMMIT", {"transaction": "ackspec-no-such-tx", "receipt": "r-commit"}))
     check(is_error(reply), "STOMP-TX-UNKNOWN-ERROR",
           f"COMMIT of an unknown transaction got {command_of(reply)}, expected ERROR")
@@ -130,7 +127,6 @@ def test_tx_unknown_transaction_is_an_error(harness: Harness) -> None:
 
 @requirement("STOMP-TX-BEGIN-ID-REQUIRED")
 def test_tx_begin_of_an_open_transaction_is_an_error(harness: Harness) -> None:
-    harness.require(Capability.TRANSACTIONS)
     raw, first = raw_reply(harness, frame("BEGIN", {"transaction": "ackspec-tx-twice", "receipt": "r-begin-1"}))
     second = reply_to(raw, frame("BEGIN", {"transaction": "ackspec-tx-twice", "receipt": "r-begin-2"}))
     check(command_of(first) == "RECEIPT" and is_error(second), "STOMP-TX-BEGIN-ID-REQUIRED",

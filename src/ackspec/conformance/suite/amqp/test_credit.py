@@ -29,7 +29,7 @@ def drain_or_violation(c: ProtonClient, sub: str, *, credit: int = 0) -> DrainRe
 
 @requirement("AMQP-2.6.7-INITIAL-CREDIT-ZERO", "AMQP-2.6.7-CREDIT-BOUND", "AMQP-2.6.7-CREDIT-REPLENISH")
 def test_transfers_never_exceed_credit(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.PREFETCH, Capability.ACK_CLIENT_INDIVIDUAL)
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
     c = amqp_client(harness)
     q = harness.queue()
     harness.send_seq(c, q, range(8))
@@ -61,7 +61,7 @@ def test_transfers_never_exceed_credit(harness: Harness) -> None:
 
 @requirement("AMQP-2.6.7-DRAIN")
 def test_drain_with_nothing_available(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.PREFETCH, Capability.ACK_CLIENT_INDIVIDUAL)
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
     c = amqp_client(harness)
     q = harness.queue("empty")
     sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=4, headers=unsettled_modes())
@@ -85,7 +85,7 @@ def test_drain_with_nothing_available(harness: Harness) -> None:
 
 @requirement("AMQP-2.6.7-DRAIN", "AMQP-2.6.7-CREDIT-BOUND")
 def test_drain_sends_what_is_there_then_stops(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.PREFETCH, Capability.ACK_CLIENT_INDIVIDUAL)
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
     c = amqp_client(harness)
     q = harness.queue()
     harness.send_seq(c, q, range(2))
@@ -114,7 +114,7 @@ def test_transfer_beyond_credit_ends_the_link(harness: Harness) -> None:
     amqp:link:transfer-limit-exceeded and keep serving. Needs a target whose credit the test sets
     (the embedded reference broker): a real broker may top credit up while the transfers are in
     flight, and then an overrun cannot be told from a race."""
-    harness.require(Capability.QUEUES, Capability.FAULT_INJECTION)
+    harness.require(Capability.QUEUES)
     set_window = getattr(harness.adapter, "set_receive_window", None)
     if set_window is None:
         raise NotSupported(Capability.FAULT_INJECTION, f"{harness.adapter.name} cannot fix the credit it grants")
@@ -139,7 +139,7 @@ def test_transfer_beyond_credit_ends_the_link(harness: Harness) -> None:
 @requirement("AMQP-2.6.7-CREDIT-BOUND")
 def test_prefetch_credit_with_acknowledgements(harness: Harness) -> None:
     """The driver's prefetch mapping: held unsettled deliveries + credit never exceed the prefetch."""
-    harness.require(Capability.QUEUES, Capability.PREFETCH, Capability.ACK_CLIENT_INDIVIDUAL)
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
     c = amqp_client(harness)
     q = harness.queue()
     harness.send_seq(c, q, range(6))

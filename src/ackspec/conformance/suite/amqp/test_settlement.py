@@ -56,7 +56,6 @@ def test_settled_and_unsettled_receiver_links(harness: Harness) -> None:
 
 @requirement("AMQP-2.6.12-PRESETTLED-AT-MOST-ONCE")
 def test_presettled_sends_at_most_once(harness: Harness) -> None:
-    harness.require(Capability.QUEUES)
     c = amqp_client(harness)
     q = harness.queue()
     sub = c.subscribe(q, ack=AckMode.AUTO)
@@ -83,7 +82,7 @@ def test_unsettled_transfer_gets_an_outcome(harness: Harness) -> None:
 
 @requirement("AMQP-2.6.12-UNSETTLED-AT-LEAST-ONCE", "AMQP-2.6.12-DELIVERY-TAG-UNIQUE")
 def test_accepted_sends_arrive(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.RECEIPTS)
+    harness.require(Capability.QUEUES)
     c = amqp_client(harness)
     q = harness.queue()
     harness.send_seq(c, q, range(10))  # unsettled; each waits for accepted
@@ -143,7 +142,6 @@ def test_receiver_settle_mode_second(harness: Harness) -> None:
 def test_unroutable_transfer_not_accepted(harness: Harness) -> None:
     """``accepted`` means the node took the message: a transfer to an address that routes nowhere
     (named by the profile's ``settings.amqp_unroutable_address``) must not be accepted."""
-    harness.require(Capability.RECEIPTS)
     address = harness.settings.options.get("amqp_unroutable_address")
     if not address:
         pytest.skip("the profile names no unroutable AMQP address (every address is a node on this target)")

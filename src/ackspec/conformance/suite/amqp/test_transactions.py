@@ -98,7 +98,6 @@ def test_transactional_accept_undone_at_rollback(harness: Harness) -> None:
 
 @requirement("AMQP-4.3-DISCHARGE-UNKNOWN")
 def test_discharge_of_unknown_transaction_fails(harness: Harness) -> None:
-    harness.require(Capability.TRANSACTIONS)
     c = amqp_client(harness)
     probe = c.begin("probe")  # the coordinator exists (else not-applicable)
     c.commit(probe)
@@ -115,7 +114,7 @@ def test_failed_presettled_transactional_transfer_fails_the_commit(harness: Harn
     """A pre-settled transactional transfer the target cannot process (an injected fault: the
     reference broker's ``reject_send`` rule, once) has no outcome to report, so the commit must fail
     and nothing of the transaction may become visible."""
-    harness.require(Capability.QUEUES, Capability.TRANSACTIONS, Capability.FAULT_INJECTION)
+    harness.require(Capability.QUEUES)
     from ackspec.reference.faults import FaultRule  # noqa: PLC0415  (only with the embedded broker)
 
     c = amqp_client(harness)
