@@ -41,3 +41,24 @@ def test_sigterm_exits_zero(tmp_path: Path) -> None:
     _out, err = proc.communicate(timeout=15)
     assert proc.returncode == 0, err
     assert "STOMP listening on 127.0.0.1:" in err and "Traceback" not in err
+
+
+def test_anonymous_broker_warns_and_control_api_needs_its_printed_token(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "ackspec", "broker", "--stomp", "127.0.0.1:0",
+                             "--control", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    try:
+        assert proc.stdout.readline().startswith("ackspec broker: stomp://127.0.0.1:")
+        token_line = proc.stdout.readline()
+        assert token_line.startswith("ackspec broker: control token ")
+        assert len(token_line.split()[-1]) >= 16
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=15)
+    assert "WARNING ackspec.broker: ANONYMOUS ACCESS" in err
+
+
+def test_control_api_beyond_loopback_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["broker", "--stomp", "127.0.0.1:0", "--control", "0.0.0.0:0"]) == 2
+    err = capsys.readouterr().err
+    assert "loopback only" in err and err.count("\n") == 1

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import queue
 import selectors
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
 import stomp
 
+from ackspec.errors import AckspecError
 from ackspec.reference.server import BrokerServer, EmbeddedBroker
 
 from ._req import requirement
@@ -96,7 +98,8 @@ def test_control_api(broker: EmbeddedBroker) -> None:
     def call(method: str, path: str, body: object = None) -> object:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": f"Bearer {broker.control_token}"})
         with urllib.request.urlopen(req, timeout=5) as resp:
             return json.loads(resp.read())
 
@@ -114,6 +117,28 @@ def test_control_api(broker: EmbeddedBroker) -> None:
     assert call("GET", "/faults") == {"rules": [], "mutants": []}
     trace = call("GET", "/trace")
     assert isinstance(trace, dict) and trace.get("STOMP-ERROR-CLOSES", 0) >= 1
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", "Basic abc"])
+def test_control_api_refuses_requests_without_the_token(broker: EmbeddedBroker, authorization: str | None) -> None:
+    """One unauthenticated POST used to turn on message loss (issue 20): now every request needs the token."""
+    base = broker.control_url
+    assert base is not None
+    headers = {"Content-Type": "application/json"}
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    req = urllib.request.Request(base + "/faults/mutants", data=json.dumps({"name": "lose-message"}).encode(),
+                                 method="POST", headers=headers)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=5)
+    assert refused.value.code == 401
+    assert broker.faults.snapshot()["mutants"] == []
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1", "example.org"])
+def test_control_api_listens_on_loopback_only(host: str) -> None:
+    with pytest.raises(AckspecError, match="loopback only"):
+        EmbeddedBroker(persistent=False, control=(host, 0)).start()
 
 
 def test_connection_limit() -> None:

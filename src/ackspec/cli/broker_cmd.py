@@ -9,6 +9,7 @@ import gc
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from ackspec.errors import AckspecError
@@ -30,6 +31,20 @@ def _host_port(text: str) -> tuple[str, int]:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port out of range in {text!r}")
     return host.strip("[]"), value
+
+
+def _control_token(path: str | None) -> str | None:
+    """The control API token from ``path`` (None: the server generates one)."""
+    if path is None:
+        return None
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise AckspecError(f"cannot read control token file {path}: {exc.strerror}") from None
+    token = lines[0].strip() if lines else ""
+    if len(token) < 16:
+        raise AckspecError(f"{path}: the control token must be at least 16 characters")
+    return token
 
 
 def register(subparsers: Any) -> None:
@@ -58,7 +73,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-connections", type=int, default=1000, metavar="N")
     p.add_argument("--max-frame", type=int, default=4 * 1024 * 1024, metavar="BYTES")
     p.add_argument("--control", type=_host_port, default=None, metavar="HOST:PORT",
-                   help="JSON-over-HTTP fault-injection control API")
+                   help="JSON-over-HTTP fault-injection control API (it can make the broker lose messages): off "
+                        "unless given, loopback addresses only, every request needs 'Authorization: Bearer "
+                        "TOKEN'; the token is read from --control-token-file, else generated and printed")
+    p.add_argument("--control-token-file", metavar="FILE", default=None,
+                   help="file holding the control API's token (first line)")
     p.add_argument("--trace", action="store_true", help="log the requirement ID each behaviour serves")
     p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
                    help="event loop (default asyncio; uvloop answers a round trip a little sooner but its 1 ms "
@@ -86,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         control=args.control,
         amqp=args.amqp,
         journal_recover=args.recover,
+        control_token=_control_token(args.control_token_file),
     )
 
     async def main() -> None:
@@ -99,11 +119,16 @@ def run(args: argparse.Namespace) -> int:
             raise AckspecError(f"cannot listen on {args.stomp[0]}:{args.stomp[1]}: {exc.strerror}") from None
         log.info("STOMP listening on %s:%d (data: %s, users: %s)", server.host, server.port,
                  args.data or "in memory", args.users or "any login accepted")
+        if not args.users:
+            log.warning("ANONYMOUS ACCESS: no --users file, so ANY login and passcode is accepted and every client "
+                        "may read, write and administer every destination; give --users FILE for a shared broker")
         if server.control_address is not None:
             log.info("control API on http://%s:%d", *server.control_address)
         print(f"ackspec broker: stomp://{server.host}:{server.port}", flush=True)
         if server.amqp_address is not None:
             print(f"ackspec broker: amqp://{server.amqp_address[0]}:{server.amqp_address[1]}", flush=True)
+        if server.control_address is not None and not args.control_token_file:
+            print(f"ackspec broker: control token {server.control_token}", flush=True)
         await stop.wait()
         log.info("stopping")
         await server.stop()

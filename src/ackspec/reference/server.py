@@ -26,7 +26,9 @@
   callback (so journal records it caused are written and fsync'd with everyone else's),
   start it, then ``server.attach_listener(listener)``: :meth:`BrokerServer.stop` stops it
   (``await listener.stop()``) before the journal is closed.
-* Control API (``--control HOST:PORT``; ``EmbeddedBroker(control=True)``): JSON over HTTP/1.1.
+* Control API (``--control HOST:PORT``; ``EmbeddedBroker(control=True)``): JSON over HTTP/1.1, off unless
+  asked for, on a loopback address only (it can make the broker lose messages), and every request must carry
+  ``Authorization: Bearer <token>`` (``control_token``; generated when not given): 401 otherwise.
   ``GET /faults`` -> configuration; ``POST /faults/rules`` body = FaultRule fields ->
   ``{"id": N}``; ``DELETE /faults/rules/N``; ``POST /faults/mutants``
   ``{"name": "reorder", "destination": "/queue/x*", "every": 2}``;
@@ -38,9 +40,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import importlib
+import ipaddress
 import json
 import logging
+import secrets
 import socket
 import tempfile
 import threading
@@ -50,6 +55,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
+from ackspec.errors import AckspecError
 from ackspec.reference.amqp.listener import AmqpListener
 from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.core import BrokerCore
@@ -115,7 +121,10 @@ class BrokerServer:
         amqp: tuple[str, int] | None = None,
         egress: EgressFactory | None = None,
         journal_recover: str = "refuse",
+        control_token: str | None = None,
     ) -> None:
+        self.control_token = control_token or secrets.token_urlsafe(24)
+        """What the control API's ``Authorization: Bearer`` header must carry."""
         self.journal_recover = journal_recover
         """What replay does about damage in the middle of the journal (:data:`~.journal.log.RECOVERY_MODES`)."""
         self.egress = egress
@@ -174,6 +183,7 @@ class BrokerServer:
         self.port = int(sock[1])
         if self.control_address is not None:
             chost, cport = self.control_address
+            require_loopback(chost)
             self._control_server = await asyncio.start_server(self._control, chost, cport)
             self.control_address = (chost, int(self._control_server.sockets[0].getsockname()[1]))
         if self.amqp_address is not None:
@@ -367,7 +377,10 @@ class BrokerServer:
                 if name.strip().lower() == "content-length":
                     length = int(value.strip())
             body = await reader.readexactly(length) if length else b""
-            status, payload = self.control_request(method, path, json.loads(body) if body else None)
+            if not hmac.compare_digest(_bearer(lines[1:]).encode(), self.control_token.encode()):
+                status, payload = 401, {"error": "missing or wrong 'Authorization: Bearer <token>'"}
+            else:
+                status, payload = self.control_request(method, path, json.loads(body) if body else None)
         except Exception as exc:  # one clear answer, never a crash of the broker
             status, payload = 400, {"error": str(exc)}
         data = json.dumps(payload).encode()
@@ -405,6 +418,26 @@ class BrokerServer:
         except (ValueError, KeyError, TypeError) as exc:
             return 400, {"error": str(exc)}
         return 404, {"error": f"no such endpoint: {method} {path}"}
+
+
+def _bearer(header_lines: list[str]) -> str:
+    """The token of an ``Authorization: Bearer`` header ("" when there is none)."""
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        scheme, _, token = value.strip().partition(" ")
+        if name.strip().lower() == "authorization" and scheme.lower() == "bearer":
+            return token.strip()
+    return ""
+
+
+def require_loopback(host: str) -> None:
+    """The control API can turn on message loss: refuse to expose it beyond this machine."""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise AckspecError(f"the control API listens on loopback only (127.0.0.1, ::1, localhost), not {host!r}")
 
 
 class _StompProtocol(asyncio.Protocol):
@@ -530,6 +563,8 @@ class EmbeddedBroker:
         journal_recover: str = "refuse",
     ) -> None:
         self.journal_recover = journal_recover
+        self.control_token = secrets.token_urlsafe(24)
+        """The control API's bearer token (same across restarts)."""
         self.egress = egress
         self.event_loop = event_loop
         """"asyncio" (default) or "uvloop" (if installed; see :func:`new_event_loop`)."""
@@ -581,6 +616,7 @@ class EmbeddedBroker:
     async def _start_server(self) -> None:
         control = self.control if isinstance(self.control, tuple) else None
         self.server = BrokerServer(host=self.host, port=self.port, data_dir=self.data_dir,
+                                   control_token=self.control_token,
                                    core_config=self.core_config, session_config=self.session_config,
                                    auth=self.auth, faults=self.faults, tracer=self.tracer, control=control,
                                    amqp=self.amqp, egress=self.egress, journal_recover=self.journal_recover)
