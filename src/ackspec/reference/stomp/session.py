@@ -567,7 +567,7 @@ class StompSession:
         version = self.version
         sub = d.sub
         mode = self._sub_modes.get(sub, AckMode.AUTO)
-        parts = [f"MESSAGE\nsubscription:{escape(sub, version)}\nmessage-id:{msg.message_id}\n"
+        parts = [f"MESSAGE\nsubscription:{escape(sub, version)}\nmessage-id:{escape(msg.message_id, version)}\n"
                  f"destination:{escape(msg.destination, version)}\n"]
         if self.faults is not None and self.faults.any_mutant:
             if self.faults.mutant_active("message-no-subscription", msg.destination):
@@ -595,8 +595,11 @@ class StompSession:
             if faults.mutant_active("mangle-header", msg.destination) and headers:
                 name, value = headers[0]
                 headers = ((name, (value[:-1] + chr(ord(value[-1]) ^ 1)) if value else "x"), *headers[1:])
+        if version == "1.0":
+            headers = _representable_in_10(headers)
         for name, value in headers:
-            parts += (escape(name, version), ":", escape(value, version), "\n")
+            if name:  # an empty name (possible from AMQP) would break the receiver's parser
+                parts += (escape(name, version), ":", escape(value, version), "\n")
         parts.append(f"content-length:{len(body)}\n\n")
         data = "".join(parts).encode() + body + b"\x00"
         if faults is not None and faults.active:
@@ -810,3 +813,13 @@ _HANDLERS: Final[dict[str, Callable[[StompSession, Frame], None]]] = {
 }
 
 __all__ = ["ACCEPTS", "SessionConfig", "State", "StompSession"]
+
+
+def _representable_in_10(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The headers a STOMP 1.0 receiver can be given: 1.0 has no escaping, so a newline in a name or value
+    (or a colon in a name) would end the header early and let a 1.1/1.2 or AMQP producer forge headers, or a
+    whole frame, in the receiver's stream. Such headers are dropped for that receiver."""
+    if not any("\n" in name or "\n" in value or ":" in name or "\r" in name for name, value in headers):
+        return headers
+    return tuple((name, value) for name, value in headers
+                 if not ("\n" in name or "\n" in value or ":" in name or "\r" in name))
