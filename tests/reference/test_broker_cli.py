@@ -62,3 +62,12 @@ def test_control_api_beyond_loopback_is_one_line(capsys: pytest.CaptureFixture[s
     assert main(["broker", "--stomp", "127.0.0.1:0", "--control", "0.0.0.0:0"]) == 2
     err = capsys.readouterr().err
     assert "loopback only" in err and err.count("\n") == 1
+
+
+def test_bad_acl_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    users, acl = tmp_path / "users", tmp_path / "acl"
+    users.write_text("alice:secret\n")
+    acl.write_text("/queue/* read,fly alice\n")
+    assert main(["broker", "--stomp", "127.0.0.1:0", "--users", str(users), "--acl", str(acl)]) == 2
+    err = capsys.readouterr().err
+    assert f"{acl}:1: unknown permission" in err and err.count("\n") == 1

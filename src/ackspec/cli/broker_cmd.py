@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ackspec.errors import AckspecError
+from ackspec.reference.broker.acl import load_acl
 from ackspec.reference.broker.auth import Authenticator, load_users
 from ackspec.reference.broker.model import CoreConfig
 from ackspec.reference.broker.trace import Tracer
@@ -62,6 +63,9 @@ def register(subparsers: Any) -> None:
                         "precedes it); either way the original is copied aside and each lost record counted")
     p.add_argument("--users", metavar="FILE", default=None,
                    help="users file, one 'login:passcode' per line; without it any login is accepted")
+    p.add_argument("--acl", metavar="FILE", default=None,
+                   help="per-destination permissions, one 'PATTERN read,write,admin LOGINS' rule a line "
+                        "(docs/security.md); without it every client may read and write everything")
     p.add_argument("--allow-anonymous", action="store_true",
                    help="with --users: also accept connections without a login")
     p.add_argument("--no-sync-transactional", action="store_true",
@@ -90,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     if args.max_redeliveries < 0:
         raise AckspecError("--max-redeliveries must be >= 0")
     users = load_users(args.users) if args.users else {}
-    auth = Authenticator(users, allow_anonymous=args.allow_anonymous or not args.users)
+    auth = Authenticator(users, allow_anonymous=args.allow_anonymous or not args.users,
+                         acl=load_acl(args.acl) if args.acl else None)
     server = BrokerServer(
         host=args.stomp[0],
         port=args.stomp[1],
@@ -119,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
             raise AckspecError(f"cannot listen on {args.stomp[0]}:{args.stomp[1]}: {exc.strerror}") from None
         log.info("STOMP listening on %s:%d (data: %s, users: %s)", server.host, server.port,
                  args.data or "in memory", args.users or "any login accepted")
+        if args.users and not args.acl:
+            log.warning("no --acl: every authenticated client may read, write and administer every destination")
         if not args.users:
             log.warning("ANONYMOUS ACCESS: no --users file, so ANY login and passcode is accepted and every client "
                         "may read, write and administer every destination; give --users FILE for a shared broker")

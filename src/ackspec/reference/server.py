@@ -165,6 +165,7 @@ class BrokerServer:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         if self.data_dir is not None:
+            self.auth.owners.load(self.data_dir / "client-ids.json")
             self.journal = Journal(self.data_dir, recover=self.journal_recover)
             records, report = self.journal.replay()
             self.core.restore(records)

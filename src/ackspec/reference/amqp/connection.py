@@ -475,6 +475,10 @@ class AmqpConnection:
                 self.connection.offered_capabilities = [SOLE_CONNECTION]
             self.connection.open()
             if not self.opened:
+                refusal = self.auth.client_id_refusal(self.connection.remote_container, self.user)
+                if refusal is not None:
+                    self._refuse_open(refusal)
+                    return
                 try:
                     effects = self.core.open(self.conn_id, user=self.user,
                                              client_id=self.connection.remote_container, exclusive=sole)
@@ -507,6 +511,19 @@ class AmqpConnection:
 
     # -- attach / detach ------------------------------------------------------------------------
 
+    def _refuse_open(self, reason: str) -> None:
+        """Close the just-opened connection: its container id belongs to another login."""
+        self.connection.condition = Condition(ERR_UNAUTHORIZED, reason)
+        self.connection.close()
+        self.error = reason
+        self._refused = True
+
+    def _unauthorised(self, permission: str, destination: str) -> str | None:
+        """Why this connection's login may not ``permission`` ``destination`` (None: it may)."""
+        if self.auth.permits(self.user, permission, destination):
+            return None
+        return f"not authorised to {permission} {destination!r}"
+
     def _refuse(self, link: Link, name: str, description: str) -> None:
         link.open()
         link.condition = Condition(name, description)
@@ -529,6 +546,10 @@ class AmqpConnection:
             destination = core_destination(remote.address, caps)
             if remote.address is not None and destination is None:
                 self._refuse(link, ERR_NOT_FOUND, f"no such address {remote.address!r}")
+                return
+            refusal = self._unauthorised("write", destination) if destination is not None else None
+            if refusal is not None:
+                self._refuse(link, ERR_UNAUTHORIZED, refusal)
                 return
             link.target.copy(remote)
             link.source.copy(link.remote_source)
@@ -559,6 +580,14 @@ class AmqpConnection:
         ack = AckMode.AUTO if link.remote_snd_settle_mode == Link.SND_SETTLED else AckMode.CLIENT_INDIVIDUAL
         sub = f"{link.name}#{next(self._sub_ids)}"
         durable = self._durable_key(link, destination)
+        refusal = None if remote.dynamic else self._unauthorised("read", destination)
+        if refusal is None and durable is not None:
+            refusal = self._unauthorised("admin", destination)
+        if refusal is not None:
+            self._refuse(link, ERR_UNAUTHORIZED, refusal)
+            return
+        if durable is not None:
+            self.auth.durable_held(durable[0], self.user)
         out = _OutLink(link=link, impl=link._impl, sub=sub, ack=ack, durable=durable)
         try:
             selector, no_local = _filters(remote, link.source)
@@ -790,6 +819,8 @@ class AmqpConnection:
         if destination is None:
             self._reject_transfer(dlv, ERR_NOT_FOUND, NO_ADDRESS)
             return
+        if state.destination is None and self.auth.acl is not None and self._relay_refused(dlv, destination):
+            return
         if destination != self._publish_to or self._accepts:
             self._flush_batches()
             self._publish_to = destination
@@ -900,6 +931,8 @@ class AmqpConnection:
         if destination is None:
             self._reject_transfer(dlv, ERR_NOT_FOUND, NO_ADDRESS)
             return
+        if state.destination is None and self.auth.acl is not None and self._relay_refused(dlv, destination):
+            return
         settled = bool(_delivery_settled(dlv))
         faults = self.core.faults
         if faults is not None and faults.active and self._rejected_by_fault(dlv, settled, destination, tx):
@@ -915,6 +948,14 @@ class AmqpConnection:
             self._open_in.discard(dlv)
             _delivery_settle(dlv)
         self._run(effects)
+
+    def _relay_refused(self, dlv: Ptr, destination: str) -> bool:
+        """A transfer through the anonymous relay to a destination this login may not write: rejected."""
+        refusal = self._unauthorised("write", destination)
+        if refusal is None:
+            return False
+        self._reject_transfer(dlv, ERR_UNAUTHORIZED, refusal)
+        return True
 
     def _rejected_by_fault(self, dlv: Ptr, settled: bool, destination: str, tx: str | None) -> bool:
         """Fault rule ``reject_send``: the transfer cannot be processed. Unsettled: rejected. Pre-settled in

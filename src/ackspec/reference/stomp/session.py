@@ -278,6 +278,10 @@ class StompSession:
             self.tracer.trace("STOMP-CONNECT-AUTH", refusal)
             self._fail(refusal, frame)
             return
+        refusal = self.auth.client_id_refusal(frame.get("client-id"), login)
+        if refusal is not None:
+            self._fail(refusal, frame)
+            return
         cx, cy = 0, 0
         hb = frame.get("heart-beat")
         if hb is not None and version != "1.0":
@@ -330,6 +334,9 @@ class StompSession:
                 user.append((name, value))
         if not dest:
             self._fail("SEND frame has an empty 'destination' header", frame)
+            return
+        if self.auth.acl is not None and not self.auth.permits(self.login, "write", dest):
+            self._fail(f"not authorised to write to {dest!r}", frame)
             return
         faults = self.faults
         policy: ConfirmPolicy | None = None
@@ -400,7 +407,7 @@ class StompSession:
             self._fail(f"invalid {exc}", frame)  # "invalid selector: <what> at position N"
             return
         durable = self._durable_key(frame)
-        if durable is False:
+        if durable is False or not self._may_subscribe(frame, dest, durable):
             return
         self._sub_modes[sub_id] = mode
         no_local = any((frame.get(h) or "").lower() == "true" for h in NO_LOCAL_HEADERS)
@@ -412,6 +419,19 @@ class StompSession:
             raise
         self.hub.apply(effects)
         self._receipt_for(frame)
+
+    def _may_subscribe(self, frame: Frame, dest: str, durable: tuple[str, str] | None) -> bool:
+        """Read permission (and admin for a durable subscription); fails the connection when missing. A
+        durable subscription ties its client id to this login (:mod:`~ackspec.reference.broker.acl`)."""
+        auth = self.auth
+        for permission in ("read", "admin") if durable is not None else ("read",):
+            if not auth.permits(self.login, permission, dest):
+                what = "a durable subscription on" if permission == "admin" else "read from"
+                self._fail(f"not authorised to {what} {dest!r}", frame)
+                return False
+        if durable is not None:
+            auth.durable_held(durable[0], self.login)
+        return True
 
     def _durable_key(self, frame: Frame) -> tuple[str, str] | Literal[False] | None:
         """The (client id, name) of the durable subscription ``frame`` names, None if it names none, or
