@@ -13,6 +13,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from ackspec import __version__
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError, Received
 from ackspec.reference.client import (
     ClientEvent,
@@ -36,6 +37,8 @@ def _cut_error(exc: Exception) -> CutError:
 
 class RefClientCUT(ClientUnderTest):
     name = "reference"
+    library = "ackspec reference client"
+    library_version = __version__
     features = frozenset(ClientFeature)
 
     def __init__(self) -> None:

@@ -44,7 +44,10 @@ def _duration(results: RunResults) -> str:
 
 
 def column_label(run: RunResults) -> str:
-    """A column's name: the profile (else the URL), with the protocol, since one broker speaks several."""
+    """A column's name: the profile (else the URL), with the protocol, since one broker speaks several;
+    a client run's library, version, protocol and broker."""
+    if run.target.is_client:
+        return run.target.client_label()
     name = run.target.profile or run.target.url
     protocol = run.target.protocol or run.target.url.split(":", 1)[0]
     return f"{name} {protocol}" if protocol else name

@@ -3,6 +3,11 @@
     ackspec run                                    # the embedded reference broker
     ackspec run --target stomp://127.0.0.1:61614 --profile rabbitmq-3.10
     ackspec run --only 'STOMP-TX-*' --examples 200 --seed 7
+    ackspec run --client stomp.py                  # a client library through the client-side suite
+
+A plain run also runs the reference client through the client-side suite (RUN/client-reference/),
+so the report has the JMS 7.3 rules; ``--client NAME`` runs that suite alone with another client
+(see :mod:`ackspec.cli.client_run`).
 
 pytest runs in-process on the packaged suite (``ackspec.conformance.suite``) with
 the ackspec plugin; a progress bar shows while it runs, then a table per family
@@ -34,7 +39,11 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run the conformance suite against a target",
                               description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--target", metavar="URL", help="broker URL (stomp://host:port); default: embedded reference broker")
-    p.add_argument("--profile", metavar="NAME", help="target profile (settings and known deviations)")
+    p.add_argument("--profile", metavar="NAME",
+                   help="target profile (settings and known deviations); with --client, a client profile")
+    p.add_argument("--client", metavar="NAME",
+                   help="judge a client library instead of a broker: a registered client (reference, reference-amqp, "
+                        "stomp.py, proton, ...), module:Class or shim:COMMAND, through the client-side suite")
     p.add_argument("--only", metavar="PATTERN", action="append", default=[],
                    help="run only tests whose id or cited requirement matches (glob; repeatable)")
     p.add_argument("--skip", metavar="PATTERN", action="append", default=[],
@@ -75,11 +84,15 @@ def _positive_float(text: str) -> float:
 
 
 def _preflight(args: argparse.Namespace) -> None:
-    """Fail fast, in one line, on a bad profile or an unreachable target."""
+    """Fail fast, in one line, on a bad profile or an unreachable target (or a client that cannot be built)."""
     from ackspec.adapters.registry import UnknownScheme, factory_for  # noqa: PLC0415
+    from ackspec.cli.client_run import preflight_client  # noqa: PLC0415
     from ackspec.conformance.target import ProfileError, load_profile, probe  # noqa: PLC0415
     from ackspec.conformance.verdicts import TargetUnavailable  # noqa: PLC0415
 
+    if args.client:
+        preflight_client(args)
+        return
     if args.profile:
         try:
             load_profile(args.profile)
@@ -134,21 +147,11 @@ class _Progress:
             self.progress.update(self.task, advance=1, description=nodeid.rsplit("::", maxsplit=1)[-1][:48])
 
 
-def run(args: argparse.Namespace) -> int:
+def _pytest_pass(argv: list[str], args: argparse.Namespace, console: Any) -> tuple[int, _Progress, str]:
+    """One pytest run of a suite under the progress bar: its exit code, the progress plugin, its output."""
     import pytest  # noqa: PLC0415
-    from rich.console import Console  # noqa: PLC0415
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
 
-    from ackspec.conformance.session import new_run_id  # noqa: PLC0415
-
-    _preflight(args)
-    run_id = new_run_id()
-    out = Path(args.out) if args.out else Path("ackspec-out") / run_id
-    if out.exists() and (out / "results.json").exists():
-        raise AckspecError(f"{out}: already holds a run (results.json); choose another --out")
-    console = Console(stderr=False)
-    argv = pytest_args(args, run_id, out)
-    started = time.monotonic()
     progress = Progress(TextColumn("[bold]{task.description:<48}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=True, disable=args.dry_run)
     plugin = _Progress(progress)
@@ -157,6 +160,25 @@ def run(args: argparse.Namespace) -> int:
         redirect = contextlib.nullcontext() if args.verbose else contextlib.redirect_stdout(sink)
         with redirect:
             code = pytest.main(argv, plugins=[plugin])
+    return int(code), plugin, sink.getvalue()
+
+
+def run(args: argparse.Namespace) -> int:
+    import pytest  # noqa: PLC0415
+    from rich.console import Console  # noqa: PLC0415
+
+    from ackspec.cli.client_run import client_pytest_args, describe, wants_reference_client  # noqa: PLC0415
+    from ackspec.conformance.session import new_run_id  # noqa: PLC0415
+
+    _preflight(args)
+    run_id = new_run_id()
+    out = Path(args.out) if args.out else Path("ackspec-out") / run_id
+    if out.exists() and (out / "results.json").exists():
+        raise AckspecError(f"{out}: already holds a run (results.json); choose another --out")
+    console = Console(stderr=False)
+    argv = client_pytest_args(args, args.client, run_id, out) if args.client else pytest_args(args, run_id, out)
+    started = time.monotonic()
+    code, plugin, output = _pytest_pass(argv, args, console)
     elapsed = time.monotonic() - started
     if args.dry_run:
         for nodeid, reqs in plugin.collected:
@@ -165,13 +187,20 @@ def run(args: argparse.Namespace) -> int:
         return 0 if code in (0, 5) else 2
     results_path = out / "results.json"
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or not results_path.exists():
-        detail = _last_line(sink.getvalue()) or f"pytest exited with {int(code)}"
+        detail = _last_line(output) or f"pytest exited with {int(code)}"
         raise AckspecError(f"the suite could not run: {detail}")
     results = RunResults.read(results_path)
+    if results.target.is_client:
+        console.print(describe(results.target))
     _print_table(console, results)
     _note_unexercised(console, results)
     bad = [t for t in results.tests if is_failure(t.verdict, strict=args.strict)]
     errors = [t for t in results.tests if t.verdict is Verdict.ERROR]
+    if wants_reference_client(args):
+        client = _reference_client_pass(args, out, console)
+        if client is not None:
+            bad += [t for t in client[1].tests if is_failure(t.verdict, strict=args.strict)]
+            console.print(f"client-side run {client[1].run_id}: {len(client[1].tests)} verdicts -> {client[0]}")
     failing_cells = 0 if args.no_report else _report(console, out)
     console.print(f"run {results.run_id}: {len(results.tests)} verdicts in {elapsed:.1f}s -> {out}")
     if errors and len(errors) == len(results.tests):
@@ -180,6 +209,25 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[red]the history check failed {failing_cells} requirement cell(s) that no test failed "
                       f"(e.g. a confirmed message never delivered): see {out / 'report'}[/]")
     return 1 if bad or failing_cells else 0
+
+
+def _reference_client_pass(args: argparse.Namespace, out: Path, console: Any) -> tuple[Path, RunResults] | None:
+    """The reference client through the client-side suite, into RUN/client-reference; None when the run's
+    --only/--skip leave no client-side test (or the pass could not run: said in one line)."""
+    from ackspec.cli.client_run import DEFAULT_RUN_CLIENT, client_pytest_args, client_run_dir, describe  # noqa: PLC0415
+    from ackspec.conformance.session import new_run_id  # noqa: PLC0415
+
+    client_out = client_run_dir(out)
+    code, _, output = _pytest_pass(client_pytest_args(args, DEFAULT_RUN_CLIENT, new_run_id(), client_out),
+                                   args, console)
+    if not (client_out / "results.json").is_file():
+        if code != 5:  # 5: no client-side test selected
+            console.print(f"[red]the client-side suite could not run: {_last_line(output) or code}[/]")
+        return None
+    results = RunResults.read(client_out / "results.json")
+    console.print(describe(results.target))
+    _print_table(console, results)
+    return client_out, results
 
 
 def _last_line(text: str) -> str:
@@ -247,13 +295,17 @@ def unexercised_deviations(results: RunResults) -> list[str]:
     name = results.target.profile
     if not name:
         return []
+    shown = {t.requirement for t in results.tests
+             if t.verdict in (Verdict.DEVIATION, Verdict.STALE)
+             or (t.verdict is Verdict.PASS and (t.message or "").startswith("intermittent deviation"))}
+    if results.target.is_client:
+        from ackspec.conformance.client_target import client_deviations  # noqa: PLC0415
+
+        return sorted(set(client_deviations(name, results.target.broker)) - shown)
     try:
         deviations = deviations_of(load_profile(name))
     except ProfileError:
         return []
-    shown = {t.requirement for t in results.tests
-             if t.verdict in (Verdict.DEVIATION, Verdict.STALE)
-             or (t.verdict is Verdict.PASS and (t.message or "").startswith("intermittent deviation"))}
     protocol = results.target.protocol or ""
     return sorted({d.requirement for d in deviations
                    if d.requirement not in shown and (not d.protocols or not protocol or protocol in d.protocols)})
@@ -266,7 +318,8 @@ def _note_unexercised(console: Any, results: RunResults) -> None:
 
 
 def _report(console: Any, out: Path) -> int:
-    """Build the run's report; return how many requirement cells it fails (0 when not built).
+    """Build the run's report (over its results and its sub-runs', e.g. the client-side run); return how
+    many requirement cells it fails (0 when not built).
 
     The report also judges the histories (loss, duplicates, order, window bounds), so a cell can
     fail there although every test passed: a run is only clean when its report is."""

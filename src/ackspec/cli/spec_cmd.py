@@ -17,6 +17,7 @@ from typing import Any
 from ackspec.errors import AckspecError
 from ackspec.spec import Catalogue, Level, Requirement, Role, load_catalogue, load_profile
 from ackspec.spec.citations import default_scan_paths, scan
+from ackspec.spec.client_profiles import CLIENTS_DIR, available_client_profiles, load_client_profile
 from ackspec.spec.markdown import render
 from ackspec.spec.model import PROTOCOLS
 from ackspec.spec.profiles import TARGETS_DIR, available_profiles
@@ -49,9 +50,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("validate", parents=[root], help="validate the catalogue and the target profiles")
+    p = sub.add_parser("validate", parents=[root], help="validate the catalogue, the target and the client profiles")
     p.add_argument("--targets", type=Path, default=None, metavar="DIR",
                    help="profiles directory (default: the bundled src/ackspec/spec/targets)")
+    p.add_argument("--clients", type=Path, default=None, metavar="DIR",
+                   help="client profiles directory (default: the bundled src/ackspec/spec/clients, unless --root)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("coverage", parents=[root],
@@ -136,8 +139,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for name in names:
         profile = load_profile(folder / f"{name}.yaml", catalogue_root=args.root)
         deviations += len(profile.deviations)
+    clients = args.clients or (CLIENTS_DIR if args.root is None else None)  # theirs cite the bundled catalogue
+    client_names = available_client_profiles(clients) if clients is not None else []
+    client_deviations = sum(len(load_client_profile(clients / f"{name}.yaml", catalogue_root=args.root).deviations)
+                            for name in client_names if clients is not None)
     print(f"ok: {len(catalogue)} requirements in {len(catalogue.families)} families; "
-          f"{len(names)} target profiles with {deviations} deviations")
+          f"{len(names)} target profiles with {deviations} deviations; "
+          f"{len(client_names)} client profiles with {client_deviations} deviations")
     return 0
 
 

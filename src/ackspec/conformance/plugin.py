@@ -5,6 +5,7 @@ options are used or the ackspec suite is collected: only tests that use the
 ``harness`` fixture are judged (see :mod:`ackspec.conformance.session`).
 
     pytest --pyargs ackspec.conformance.suite --ackspec-target stomp://127.0.0.1:61613 --ackspec-profile activemq-5.17
+    pytest --pyargs ackspec.conformance.client --ackspec-client stomp.py   # a client library (profile stomp.py-9.0)
 
 Every failure names the requirements its test cites: before any report is built from a
 failing test's exception (pytest's own, JUnit's message, allure's status message, the
@@ -49,6 +50,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "broker-restart tests), e.g. 'bash brokers/restart.sh artemis'")
     group.addoption("--ackspec-fault", default=None, metavar="MUTANT",
                     help="run the embedded reference broker with a mutant fault (suite quality checks)")
+    group.addoption("--ackspec-client", default=None, metavar="NAME",
+                    help="client under test of the client-side suite (ackspec.conformance.client): a registered "
+                         "client, module:Class or shim:COMMAND (default: reference)")
+    group.addoption("--ackspec-client-profile", default=None, metavar="NAME",
+                    help="client profile (spec/clients/NAME.yaml) with the library's known deviations "
+                         "(default: the bundled profile of that client, if any)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,8 +1,11 @@
 """The suite's pytest machinery: fixtures, verdict conversion, and ``results.json``.
 
 Registered by :mod:`ackspec.conformance.plugin`. Only tests that use the
-``harness`` fixture (the conformance suite) are judged; every other test of a
-project that has ackspec installed is left alone.
+``harness`` fixture (the conformance suite) are judged, or, in a session that
+collects only the client-side suite (``ackspec.conformance.client``), its tests,
+judged against the client under test and its client profile
+(:mod:`ackspec.conformance.client_target`); every other test of a project that
+has ackspec installed is left alone.
 
 Per test and cited requirement a :class:`~ackspec.results.Verdict` is decided
 (:mod:`ackspec.conformance.verdicts`) and the pytest report is adjusted so that
@@ -32,6 +35,13 @@ import yaml
 from ackspec import __version__
 from ackspec.conformance import applicability
 from ackspec.conformance import config as suite_config
+from ackspec.conformance.client_target import (
+    ClientTarget,
+    classify_client,
+    client_spec,
+    is_client_suite_item,
+    resolve_client,
+)
 from ackspec.conformance.harness import Harness
 from ackspec.conformance.target import ProfileError, Target, resolve
 from ackspec.conformance.verdicts import Outcome, OutcomeKind, RequirementVerdict, classify, decide
@@ -121,6 +131,9 @@ class SuiteSession:
         self.counter = itertools.count(1)
         self.levels: dict[str, str] = {}
         self.results: RunResults | None = None
+        self.client_spec = client_spec(config)
+        self.client_profile_name: str | None = opt("ackspec_client_profile")
+        self.client: ClientTarget | None = None  # set when the session runs the client-side suite alone
         suite_config.CURRENT = suite_config.SuiteConfig(
             examples=int(opt("ackspec_examples") or suite_config.DEFAULT_EXAMPLES),
             seed=int(opt("ackspec_seed") if opt("ackspec_seed") is not None else suite_config.DEFAULT_SEED),
@@ -139,8 +152,9 @@ class SuiteSession:
         skip: list[str] = config.getoption("ackspec_skip") or []
         keep: list[pytest.Item] = []
         dropped: list[pytest.Item] = []
+        judged = self._judged_items(items)
         for item in items:
-            if SUITE_FIXTURE not in getattr(item, "fixturenames", ()):
+            if item not in judged:
                 keep.append(item)
                 continue
             reqs = requirements_of(item)
@@ -157,6 +171,26 @@ class SuiteSession:
         if self.order:
             self.levels = requirement_levels()
             _force_hypothesis_seed(suite_config.CURRENT.seed)
+
+    def _judged_items(self, items: list[pytest.Item]) -> set[pytest.Item]:
+        """The broker suite's tests; or, when the session holds no broker test, the client-side suite's.
+
+        One run judges one thing (results.json names one target), so a session collecting both
+        judges the broker suite and leaves the client-side tests as plain pytest tests."""
+        broker = {item for item in items if SUITE_FIXTURE in getattr(item, "fixturenames", ())}
+        client = {item for item in items if is_client_suite_item(item)} - broker
+        if broker or not client:
+            return broker
+        try:
+            self.client = resolve_client(self.client_spec, self.client_profile_name)
+        except ProfileError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+        return client
+
+    def note_client(self, cut: Any, broker: str) -> None:
+        """The client-side fixtures report each client they build (its library, version and broker)."""
+        if self.client is not None:
+            self.client.note(cut, broker)
 
     # -- the target --------------------------------------------------------------------------
 
@@ -194,9 +228,10 @@ class SuiteSession:
         elif call.when == "teardown":
             judged = Outcome(OutcomeKind.ERROR, f"clean-up failed: {exc}")
         else:
-            judged = classify(exc)
-        deviations = self.target.deviations_for(item.nodeid) if self.target is not None else {}
-        intermittent = self.target.intermittent_for(item.nodeid) if self.target is not None else frozenset()
+            judged = classify_client(exc) if self.client is not None else classify(exc)
+        judge = self.client if self.client is not None else self.target
+        deviations = judge.deviations_for(item.nodeid) if judge is not None else {}
+        intermittent = judge.intermittent_for(item.nodeid) if judge is not None else frozenset()
         state.verdicts = _without_capabilities(
             decide(state.requirements or ["(none)"], judged, deviations, intermittent), state)
         state.duration = call.duration
@@ -226,21 +261,28 @@ class SuiteSession:
                     capability=v.capability, history=rel, operations=v.operations,
                 ))
         target = self.target
-        info = TargetInfo(url=target.url if target else (self.url or "reference://embedded"),
-                          profile=target.profile_name if target else self.profile_name,
-                          protocol=(target.protocol or None) if target else None,
-                          adapter=(target.adapter_name or None) if target else None)
+        info = self.client.info() if self.client is not None else TargetInfo(
+            url=target.url if target else (self.url or "reference://embedded"),
+            profile=target.profile_name if target else self.profile_name,
+            protocol=(target.protocol or None) if target else None,
+            adapter=(target.adapter_name or None) if target else None)
         self.results = RunResults(
             run_id=self.run_id, started=self.started,
             finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), target=info, tests=tuple(tests),
             seed=suite_config.CURRENT.seed, strict=self.strict, ackspec_version=__version__,
             code_version=code_version(),
             extra={"examples": suite_config.CURRENT.examples, "timeout": suite_config.CURRENT.timeout,
-                   "fault": self.fault},
+                   "fault": self.fault, **self._client_extra()},
         )
         self.results.write(self.run_dir.results)
         if target is not None:
             target.close()
+
+    def _client_extra(self) -> dict[str, Any]:
+        if self.client is None:
+            return {}
+        note = self.client.version_note()
+        return {"client": self.client.spec, **({"client_version_note": note} if note else {})}
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.results is None:

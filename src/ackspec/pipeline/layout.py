@@ -107,8 +107,19 @@ class RunDir:
         return self.histories_parquet.is_dir()
 
 
+def sub_runs(path: Path) -> list[Path]:
+    """Run directories directly inside another one (a plain ``ackspec run`` puts its client-side run in
+    ``RUN/client-reference/``): naming a run names them too."""
+    try:
+        children = sorted(p for p in path.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    return [child for child in children if (child / RESULTS_FILE).is_file()]
+
+
 def resolve_run_dirs(patterns: Iterable[str]) -> list[RunDir]:
-    """Run directories named by paths or globs; every name must match at least one directory.
+    """Run directories named by paths or globs, with the sub-runs inside them; every name must match at
+    least one directory.
 
     A pattern that matches nothing, or a directory without ``results.json``, is an
     :class:`AckspecError` naming it: a typo must not shrink a report silently.
@@ -124,11 +135,12 @@ def resolve_run_dirs(patterns: Iterable[str]) -> list[RunDir]:
                 raise AckspecError(f"{path}: no such run directory")
             if not path.is_dir():
                 raise AckspecError(f"{path}: not a directory (expected a run directory with {RESULTS_FILE})")
-            if not (path / RESULTS_FILE).is_file():
+            runs = ([path] if (path / RESULTS_FILE).is_file() else []) + sub_runs(path)
+            if not runs:
                 if glob.has_magic(pattern):
                     continue  # a glob may sweep up unrelated folders; named paths may not
                 raise AckspecError(f"{path}: not a run directory (no {RESULTS_FILE})")
-            found.append(path)
+            found.extend(runs)
     unique: list[RunDir] = []
     seen: set[Path] = set()
     for path in found:

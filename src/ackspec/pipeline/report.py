@@ -91,7 +91,10 @@ class _Run:
 
 
 def target_name(results: RunResults) -> str:
-    """The column a run belongs to: its profile, else its target URL."""
+    """The column a run belongs to: its profile, else its target URL; a client run's library, version,
+    protocol and broker."""
+    if results.target.is_client:
+        return results.target.client_label()
     return results.target.profile or results.target.url
 
 
@@ -286,7 +289,8 @@ def _profile_deviations(profile: str | None) -> list[Any]:
 
 
 def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: Any) -> dict[str, Any]:
-    targets = sorted({run.target for run in runs})
+    client_targets = {run.target for run in runs if run.results.target.is_client}
+    targets = sorted({run.target for run in runs}, key=lambda t: (t in client_targets, t))  # clients after brokers
     by_run = {run.results.run_id: run for run in runs}
     # cells: (requirement, target) -> runs in time order -> test entries
     cell_runs: dict[tuple[str, str], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
@@ -406,10 +410,10 @@ def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: An
         if run.dir.junit.is_file():
             junit_only |= {t for t in junit_tests(run.dir.junit)
                            if not any(t.endswith(r.split("::", 1)[-1]) for r in all_result_tests)}
+    ran = {(c["requirement"], c["target"]) for c in cells if c["tests"]}
     never_run = {target: [rid for rid, r in requirements.items()
                           if r["known"] and r["level"] in NORMATIVE and r["testable"]
-                          and not any(c["requirement"] == rid and c["target"] == target and c["tests"]
-                                      for c in cells)]
+                          and _role_fits(r["role"], target in client_targets) and (rid, target) not in ran]
                  for target in targets}
     unknown = sorted(rid for rid, r in requirements.items() if not r["known"])
     # only requirements that appear in the matrix are shipped in full; the rest by id in coverage
@@ -419,7 +423,10 @@ def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: An
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "runs": [{"run": r.results.run_id, "started": r.results.started, "finished": r.results.finished,
                   "target": r.target, "url": r.results.target.url, "protocol": r.results.target.protocol,
-                  "adapter": r.results.target.adapter, "code_version": r.results.code_version,
+                  "adapter": r.results.target.adapter, "kind": r.results.target.kind,
+                  "library": r.results.target.library, "version": r.results.target.version,
+                  "broker": r.results.target.broker, "profile": r.results.target.profile,
+                  "code_version": r.results.code_version,
                   "seed": r.results.seed, "strict": r.results.strict, "tests": len(r.results.tests),
                   "dir": str(r.dir.root)} for r in runs],
         "targets": targets,
@@ -439,6 +446,12 @@ def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: An
         "flaky": flaky,
         "anomalies": [anomaly_dict(a) for a in anomalies],
     }
+
+
+def _role_fits(role: str, client: bool) -> bool:
+    """Whether a requirement of ``role`` is judged on a client column (client, both) or a broker column
+    (all but client): a client-side rule never runs against a broker, nor a broker rule against a client."""
+    return role in ("client", "both") if client else role != "client"
 
 
 def _first(values: Iterable[Any]) -> Any:

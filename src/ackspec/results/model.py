@@ -9,7 +9,8 @@ Schema ``ackspec.results/1``::
       "ackspec_version": "0.1.0", "code_version": "<git sha or version>",
       "seed": 1234, "strict": false,
       "target": {"url": "stomp://127.0.0.1:61613", "profile": "rabbitmq-3.10",
-                 "protocol": "stomp", "adapter": "stomp.py"},
+                 "protocol": "stomp", "adapter": "stomp.py", "kind": "broker",
+                 "library": null, "version": null, "broker": null},
       "tests": [
         {"requirement": "STOMP-ACK-CLIENT-CUMULATIVE", "test": "<pytest node id>",
          "verdict": "pass", "level": "MUST", "seed": 1234, "duration": 0.12,
@@ -20,6 +21,11 @@ Schema ``ackspec.results/1``::
 
 One entry per (test, requirement) pair: a test citing two requirements gives two
 entries. ``operations`` lists history indexes that show a failure.
+
+A run of the client-side suite (``ackspec run --client NAME``) has ``kind: "client"``: ``url``
+is ``client:NAME``, ``profile`` the client profile, ``adapter`` the client under test's driver,
+``library``/``version`` the library it drove and ``broker`` what it ran against. Files without
+the last four fields are broker runs.
 """
 
 from __future__ import annotations
@@ -40,10 +46,30 @@ class ResultsFormatError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class TargetInfo:
+    """What a run judged: a broker (``kind`` "broker"), or a client library (``kind`` "client").
+
+    A client run names the library and its version, and the broker (a target profile name) the
+    client-side suite drove it against; ``profile`` is then the client profile (spec/clients/)."""
+
     url: str
     profile: str | None = None
     protocol: str | None = None
     adapter: str | None = None
+    kind: str = "broker"
+    library: str | None = None
+    version: str | None = None
+    broker: str | None = None
+
+    @property
+    def is_client(self) -> bool:
+        return self.kind == "client"
+
+    def client_label(self) -> str:
+        """A client run's column: ``client stomp.py 9.0.0 (stomp, reference)``: library, version,
+        protocol and broker, since one library may be judged over several brokers."""
+        name = " ".join(part for part in (self.library or self.url, self.version) if part)
+        where = ", ".join(part for part in (self.protocol, self.broker) if part)
+        return f"client {name} ({where})" if where else f"client {name}"
 
 
 @dataclass(frozen=True, slots=True)

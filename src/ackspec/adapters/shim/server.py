@@ -87,7 +87,8 @@ class ShimServer:
 
     def serve(self, stdin: IO[str]) -> None:
         self.write({"hello": PROTOCOL, "version": VERSION, "name": self.cut.name,
-                    "features": sorted(str(f) for f in self.cut.features)})
+                    "library": self.cut.library or self.cut.name, "library_version": self.cut.library_version,
+                    "protocol": self.cut.protocol, "features": sorted(str(f) for f in self.cut.features)})
         self.cut.events.subscribe(self._on_event)
         for raw in stdin:
             line = raw.strip()

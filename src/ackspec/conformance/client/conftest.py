@@ -9,7 +9,6 @@ unique destinations, an observer connection straight to the broker, and backgrou
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 import time
@@ -23,6 +22,7 @@ import pytest
 
 from ackspec.conformance.client.cut import ClientUnderTest, CutError, NotApplicable
 from ackspec.conformance.client.registry import factory
+from ackspec.conformance.client_target import REFERENCE_BROKER, client_spec
 from ackspec.reference.client import ConnectionFactory, Message
 from ackspec.reference.confirmations import ConfirmationProxy
 from ackspec.reference.confirmations_amqp import AmqpConfirmationProxy
@@ -32,7 +32,7 @@ TIMEOUT = 5.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    with contextlib.suppress(ValueError):  # registered already by another conftest
+    with contextlib.suppress(ValueError):  # registered already by the ackspec plugin (or another conftest)
         parser.addoption("--ackspec-client", default=None, metavar="NAME",
                          help="client under test for client-side conformance (default: reference)")
 
@@ -146,6 +146,7 @@ class Env:
         self._amqp_proxy = amqp_proxy
         self.url = proxy.stomp_url
         self.protocol = "stomp"
+        self.broker_name = REFERENCE_BROKER  # the target profile of what the client talks to (results.json)
         self.tag = uuid.uuid4().hex[:8]
         self._observer: Any = None
 
@@ -272,23 +273,26 @@ def env(broker: EmbeddedBroker, proxy: ConfirmationProxy, amqp_proxy: AmqpConfir
 
 
 def client_name(config: pytest.Config) -> str:
-    try:
-        name = config.getoption("--ackspec-client")
-    except ValueError:
-        name = None
-    return str(name or os.environ.get("ACKSPEC_CLIENT") or "reference")
+    return client_spec(config)
 
 
 @pytest.fixture
 def make_cut(request: pytest.FixtureRequest, env: Env) -> Iterator[Callable[..., ClientUnderTest]]:
-    """Open a client under test (through the proxy) with options; closed after the test."""
-    with opened_clients(factory(client_name(request.config)), env) as make:
+    """Open a client under test (through the proxy) with options; closed after the test.
+
+    Each client built is reported to the suite session, which names the library, its version and
+    the broker in results.json (a run of the client-side suite judges the client)."""
+    suite = request.config.pluginmanager.get_plugin("ackspec-suite")
+    note = getattr(suite, "note_client", None)
+    with opened_clients(factory(client_name(request.config)), env,
+                        on_build=(lambda cut: note(cut, env.broker_name)) if note else None) as make:
         yield make
 
 
 @contextlib.contextmanager
 def opened_clients(build: Callable[[], ClientUnderTest], env: Env, *,
                    before_close: Callable[[ClientUnderTest], None] | None = None,
+                   on_build: Callable[[ClientUnderTest], None] | None = None,
                    ) -> Iterator[Callable[..., ClientUnderTest]]:
     """A ``make_cut``: each call builds a client and opens it through ``env``'s proxies.
 
@@ -299,6 +303,8 @@ def opened_clients(build: Callable[[], ClientUnderTest], env: Env, *,
     def make(**options: Any) -> ClientUnderTest:
         cut = build()
         opened.append(cut)
+        if on_build is not None:
+            on_build(cut)
         cut.open(env.url_for(getattr(cut, "protocol", "stomp")), options)
         return cut
 

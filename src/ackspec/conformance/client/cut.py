@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 
@@ -67,6 +68,14 @@ class CutError(Exception):
     def __init__(self, kind: str, message: str = "") -> None:
         super().__init__(f"{kind}: {message}" if message else kind)
         self.kind = kind
+
+
+def installed_version(distribution: str) -> str:
+    """The installed version of a Python distribution (a driver's ``library_version``), or ""."""
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return ""
 
 
 class NotApplicable(Exception):
@@ -141,6 +150,9 @@ class ClientUnderTest(abc.ABC):
 
     name = "abstract"
     features: frozenset[ClientFeature] = frozenset()
+    protocol = "stomp"  # the wire protocol it speaks: stomp, amqp, core, openwire
+    library = ""  # the library under test, as its maintainers name it (empty: the driver's name)
+    library_version = ""  # its version, read from the installed library where possible
 
     def __init__(self) -> None:
         self.events = CutEvents()

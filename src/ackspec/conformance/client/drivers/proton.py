@@ -14,7 +14,14 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError, NotApplicable, Received
+from ackspec.conformance.client.cut import (
+    ClientFeature,
+    ClientUnderTest,
+    CutError,
+    NotApplicable,
+    Received,
+    installed_version,
+)
 
 PROTOCOL = "amqp"
 
@@ -26,6 +33,8 @@ def _address(destination: str) -> str:
 class ProtonCUT(ClientUnderTest):
     name = "proton"
     protocol = PROTOCOL
+    library = "python-qpid-proton"
+    library_version = installed_version("python-qpid-proton")
     features = frozenset({ClientFeature.SYNC_SEND_CONFIRMED})
 
     def __init__(self) -> None:

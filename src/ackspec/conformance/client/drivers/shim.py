@@ -50,6 +50,9 @@ class ShimCUT(ClientUnderTest):
         if self._hello is None:
             raise CutError("ShimError", f"shim {' '.join(self.argv)} exited before its hello")
         self.name = f"shim:{self._hello.get('name', '?')}"
+        self.protocol = str(self._hello.get("protocol") or "stomp")
+        self.library = str(self._hello.get("library") or self._hello.get("name") or "")
+        self.library_version = str(self._hello.get("library_version") or "")
         self.features = frozenset(ClientFeature(f) for f in self._hello.get("features", [])
                                   if f in {x.value for x in ClientFeature})
 

@@ -24,7 +24,14 @@ from urllib.parse import urlsplit
 
 import stomp
 
-from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError, NotApplicable, Received
+from ackspec.conformance.client.cut import (
+    ClientFeature,
+    ClientUnderTest,
+    CutError,
+    NotApplicable,
+    Received,
+    installed_version,
+)
 
 STOMP_ACK = {1: "auto", 2: "client", 4: "client-individual"}
 
@@ -57,6 +64,8 @@ class _Listener(stomp.ConnectionListener):  # type: ignore[misc]
 
 class StompPyCUT(ClientUnderTest):
     name = "stomp.py"
+    library = "stomp.py"
+    library_version = installed_version("stomp.py")
     features = frozenset({ClientFeature.SYNC_SEND_CONFIRMED, ClientFeature.TRANSACTIONS, ClientFeature.HEARTBEAT})
     timeout = 30.0
 

@@ -1,0 +1,85 @@
+"""The client-side suite inside ``ackspec run``: ``--client NAME``, and the reference client of a plain run.
+
+``ackspec run --client NAME`` judges a client library instead of a broker: pytest runs the
+client-side suite (``ackspec.conformance.client``) with the client under test NAME (a registered
+client, ``module:Class`` or ``shim:COMMAND``) against the fault-injecting reference broker, and
+writes the same run directory as a broker run (results.json with ``kind: client``, junit.xml,
+allure-results/, the report). ``--profile`` then names a client profile (``spec/clients/``);
+without it the client's bundled profile, if any, supplies the known deviations.
+
+A plain ``ackspec run`` (the embedded broker, no ``--only`` that excludes them) also runs the
+reference client through the client-side suite, into ``RUN/client-reference/``, so the
+Jakarta Messaging 7.3 rules have verdicts in the default report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+from ackspec.errors import AckspecError
+
+CLIENT_SUITE_PACKAGE = "ackspec.conformance.client"
+DEFAULT_RUN_CLIENT = "reference"
+
+
+def preflight_client(args: argparse.Namespace) -> None:
+    """One line, before anything runs, for a client that cannot be built or a bad client profile."""
+    from ackspec.conformance.client_target import UnknownClientError, check_client  # noqa: PLC0415
+    from ackspec.spec import SpecError  # noqa: PLC0415
+    from ackspec.spec.client_profiles import load_client_profile  # noqa: PLC0415
+
+    if args.target:
+        raise AckspecError("--client runs the client-side suite against the reference broker; "
+                           "--target is for broker runs (use one or the other)")
+    if args.restart_command or args.fault:
+        raise AckspecError("--client does not take --restart-command or broker faults")
+    try:
+        check_client(args.client)
+    except UnknownClientError as exc:
+        raise AckspecError(str(exc)) from exc
+    if args.profile:
+        try:
+            load_client_profile(args.profile)
+        except SpecError as exc:
+            raise AckspecError(str(exc)) from exc
+
+
+def wants_reference_client(args: argparse.Namespace) -> bool:
+    """A plain run (embedded broker, real run, no mutant) also judges the reference client."""
+    return not (args.client or args.target or args.fault or args.dry_run or args.restart_command)
+
+
+def client_run_dir(out: Path, client: str = DEFAULT_RUN_CLIENT) -> Path:
+    """Where a plain run puts its client-side sub-run: ``RUN/client-<name>``."""
+    return out / ("client-" + (re.sub(r"[^A-Za-z0-9._-]+", "_", client).strip("_") or "client"))
+
+
+def client_pytest_args(args: argparse.Namespace, client: str, run_id: str, out: Path) -> list[str]:
+    """pytest's arguments for one run of the client-side suite with ``client`` into ``out``."""
+    argv = ["--pyargs", CLIENT_SUITE_PACKAGE, "-p", "no:cacheprovider", "-q", "--no-header",
+            "--tb=short" if args.verbose else "--tb=no", "-o", "addopts=",
+            f"--ackspec-run-id={run_id}", f"--ackspec-out={out}", f"--ackspec-client={client}",
+            f"--junitxml={out / 'junit.xml'}", f"--alluredir={out / 'allure-results'}", "--clean-alluredir"]
+    if args.client and args.profile:
+        argv.append(f"--ackspec-client-profile={args.profile}")
+    if args.timeout is not None:
+        argv.append(f"--ackspec-timeout={args.timeout}")
+    if args.seed is not None:
+        argv.append(f"--ackspec-seed={args.seed}")
+    argv += [f"--ackspec-only={p}" for p in args.only] + [f"--ackspec-skip={p}" for p in args.skip]
+    if args.strict:
+        argv.append("--ackspec-strict")
+    if args.dry_run:
+        argv.append("--collect-only")
+    return argv
+
+
+def describe(target: Any) -> str:
+    """``client-side suite: stomp.py 9.0.0 over stomp against the reference broker (client profile stomp.py-9.0)``."""
+    version = f" {target.version}" if target.version else ""
+    broker = "the reference broker" if target.broker == "reference" else target.broker
+    profile = f"client profile {target.profile}" if target.profile else "no client profile: no known deviations"
+    return f"client-side suite: {target.library}{version} over {target.protocol or '?'} against {broker} ({profile})"

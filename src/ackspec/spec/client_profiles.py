@@ -1,0 +1,149 @@
+"""Client profiles: the known deviations of a client library, as data (``clients/NAME.yaml``).
+
+A broker's known deviations live in ``targets/``; a client library's live here, one profile per
+library and version, validated against ``schema/client.schema.json``. A profile names the
+registered client that drives the library (``ackspec run --client NAME``), the protocol it speaks
+and the brokers it was observed against; each deviation has a reason and what a run observed, and
+may be limited to some of those brokers or to one test. A run of the client-side suite judges with
+it exactly as a broker run judges with a target profile: a listed deviation that fails is
+``deviation``, one that stops happening is ``stale`` and fails the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ackspec.spec.catalogue import load_catalogue
+from ackspec.spec.errors import SpecError, UnknownRequirement
+from ackspec.spec.validation import check, display, read_yaml, where
+
+CLIENTS_DIR = Path(__file__).resolve().parent / "clients"
+"""The bundled client profiles."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientDeviation:
+    """A known, explained way a client library breaks a requirement."""
+
+    requirement: str
+    reason: str
+    observed: str
+    status: str = "seeded"
+    test: str | None = None  # pytest node-id pattern of the client-side suite
+    brokers: tuple[str, ...] = ()  # limited to these brokers (empty: every broker of the profile)
+    intermittent: bool = False
+    link: str | None = None
+
+    def applies_on(self, broker: str | None) -> bool:
+        return not self.brokers or broker is None or broker in self.brokers
+
+
+@dataclass(frozen=True, slots=True)
+class ClientProfile:
+    """One client library at one version: what drives it, what it speaks, where it deviates."""
+
+    name: str
+    title: str
+    description: str
+    path: Path
+    client: str
+    library: str
+    version: str
+    protocol: str
+    brokers: tuple[str, ...]
+    deviations: tuple[ClientDeviation, ...]
+
+    @property
+    def default_broker(self) -> str:
+        return self.brokers[0]
+
+    def deviations_on(self, broker: str | None) -> tuple[ClientDeviation, ...]:
+        return tuple(d for d in self.deviations if d.applies_on(broker))
+
+
+def available_client_profiles(root: Path | None = None) -> list[str]:
+    folder = Path(root) if root is not None else CLIENTS_DIR
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def client_profile_path(name_or_path: str | Path, root: Path | None = None) -> Path:
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or len(candidate.parts) > 1:
+        if not candidate.is_file():
+            raise SpecError(f"{display(candidate)}: client profile file not found")
+        return candidate
+    folder = Path(root) if root is not None else CLIENTS_DIR
+    path = folder / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = ", ".join(available_client_profiles(folder)) or "none"
+        raise SpecError(f"unknown client profile {str(name_or_path)!r} (known: {known})")
+    return path
+
+
+def load_client_profile(name_or_path: str | Path, *, catalogue_root: Path | None = None,
+                        root: Path | None = None) -> ClientProfile:
+    """The validated client profile; its deviations must name requirements of the catalogue."""
+    path = client_profile_path(name_or_path, root)
+    data, text = read_yaml(path)
+    check(data, "client", path, text)
+    if data["name"] != path.stem:
+        raise SpecError(f"{where(path, text, ['name'])}: name: {data['name']!r} does not match the file name "
+                        f"(expected {path.stem!r})")
+    brokers = tuple(data["brokers"])
+    deviations = tuple(_deviation(path, text, index, raw, brokers, catalogue_root)
+                       for index, raw in enumerate(data["deviations"]))
+    _no_repeats(path, text, deviations)
+    return ClientProfile(name=data["name"], title=data["title"], description=" ".join(data["description"].split()),
+                         path=path, client=data["client"], library=data["library"], version=str(data["version"]),
+                         protocol=data["protocol"], brokers=brokers, deviations=deviations)
+
+
+def _deviation(path: Path, text: str, index: int, raw: dict[str, Any], brokers: tuple[str, ...],
+               catalogue_root: Path | None) -> ClientDeviation:
+    here = f"{where(path, text, ['deviations', index])}: deviations[{index}]"
+    catalogue = load_catalogue(catalogue_root)
+    rid = raw["requirement"]
+    if rid not in catalogue:
+        raise SpecError(str(UnknownRequirement(rid, catalogue.ids, where=f"{here}.requirement")))
+    limited = tuple(raw.get("brokers") or ())
+    strangers = [b for b in limited if b not in brokers]
+    if strangers:
+        raise SpecError(f"{here}.brokers: {', '.join(strangers)} not among the profile's brokers "
+                        f"({', '.join(brokers)})")
+    return ClientDeviation(requirement=rid, reason=" ".join(raw["reason"].split()),
+                           observed=" ".join(raw["observed"].split()), status=raw.get("status", "seeded"),
+                           test=raw.get("test"), brokers=limited, intermittent=bool(raw.get("intermittent", False)),
+                           link=raw.get("link"))
+
+
+def _no_repeats(path: Path, text: str, deviations: tuple[ClientDeviation, ...]) -> None:
+    """One entry per requirement, test and brokers: two would make the verdict depend on their order."""
+    seen: dict[tuple[str, str | None, tuple[str, ...]], int] = {}
+    for index, d in enumerate(deviations):
+        key = (d.requirement, d.test, d.brokers)
+        if key in seen:
+            raise SpecError(f"{where(path, text, ['deviations', index])}: deviations[{index}]: {d.requirement} is "
+                            f"listed twice for the same test and brokers (also deviations[{seen[key]}]); merge them")
+        seen[key] = index
+
+
+def profile_for_client(client: str, root: Path | None = None) -> str | None:
+    """The bundled profile of a registered client (``stomp.py`` -> ``stomp.py-9.0``), or None.
+
+    When a client has profiles for several versions the newest is the default; ``--profile``
+    picks another."""
+    matches: list[tuple[tuple[int, ...], str]] = []
+    for name in available_client_profiles(root):
+        try:
+            profile = load_client_profile(name, root=root)
+        except SpecError:
+            continue  # `ackspec spec validate` reports it; it cannot be anyone's default
+        if profile.client == client:
+            matches.append((_version_key(profile.version), name))
+    return max(matches)[1] if matches else None
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))

@@ -1,0 +1,134 @@
+"""`ackspec run --client NAME` judges a client library into a run directory like a broker run's, and a plain
+`ackspec run` also judges the reference client; client profiles work like broker profiles (deviation, stale)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ackspec.conformance.client_target import ClientTarget, client_deviations
+from ackspec.spec.client_profiles import load_client_profile
+
+COMMIT = "ARTEMIS-COMMIT-BLOCKS"
+COMMIT_TEST = "*test_transacted_sends_do_not_block_but_commit_does"
+
+
+def ackspec(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ackspec", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def results(run_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    return data
+
+
+def verdicts(run_dir: Path) -> dict[str, str]:
+    return {t["requirement"]: t["verdict"] for t in results(run_dir)["tests"]}
+
+
+def client_profile(tmp_path: Path, client: str, deviation: str) -> Path:
+    path = tmp_path / "probe-1.0.yaml"
+    path.write_text(f"""\
+name: probe-1.0
+title: a profile written by a test
+description: one deviation, to see how the run treats it
+client: {client}
+library: probe
+version: "1.0"
+protocol: stomp
+brokers: [reference, artemis-2]
+deviations:
+  - {deviation}
+""", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("client", "message"), [
+    ("no-such-client", "unknown client 'no-such-client'; known: "),
+    ("shim:no-such-program --flag", "shim command not found: 'no-such-program'"),
+    ("no_such_module:Client", "cannot load client 'no_such_module:Client'"),
+])
+def test_a_bad_client_is_one_line_and_exit_2(tmp_path: Path, client: str, message: str) -> None:
+    done = ackspec("run", "--client", client, "--out", str(tmp_path / "run"))
+    assert done.returncode == 2
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_client_and_target_do_not_mix(tmp_path: Path) -> None:
+    done = ackspec("run", "--client", "stomp.py", "--target", "stomp://127.0.0.1:61613")
+    assert done.returncode == 2 and "--target is for broker runs" in done.stderr
+
+
+def test_client_run_writes_a_run_directory_judged_with_the_client_profile(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    done = ackspec("run", "--client", "stomp.py", "--only", COMMIT, "--only", "JMS-7.2-SYNC-SEND-CONFIRMED",
+                   "--out", str(run))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    target = results(run)["target"]
+    assert target["kind"] == "client" and target["library"] == "stomp.py" and target["profile"] == "stomp.py-9.0"
+    assert target["broker"] == "reference" and target["protocol"] == "stomp" and target["version"]
+    assert verdicts(run) == {COMMIT: "deviation", "ARTEMIS-TRANSACTED-SENDS-DO-NOT-BLOCK": "pass",
+                             "JMS-7.2-SYNC-SEND-CONFIRMED": "pass"}
+    assert (run / "junit.xml").is_file() and any((run / "allure-results").iterdir())
+    report = json.loads((run / "report" / "report.json").read_text(encoding="utf-8"))
+    assert report["targets"] == [f"client stomp.py {target['version']} (stomp, reference)"]
+    assert "client-side suite: stomp.py" in done.stdout and "client profile stomp.py-9.0" in done.stdout
+
+
+def test_a_client_deviation_that_stops_happening_is_stale_and_fails_the_run(tmp_path: Path) -> None:
+    profile = client_profile(tmp_path, "reference", "{requirement: JMS-7.2-SYNC-SEND-CONFIRMED, reason: said to "
+                             "return early, observed: made up for this test, test: '*test_sync_send_returns_only*'}")
+    run = tmp_path / "run"
+    done = ackspec("run", "--client", "reference", "--profile", str(profile), "--only", "JMS-7.2-SYNC-SEND-CONFIRMED",
+                   "--out", str(run))
+    assert done.returncode == 1
+    assert verdicts(run) == {"JMS-7.2-SYNC-SEND-CONFIRMED": "stale"}
+
+
+def test_a_client_deviation_excuses_only_the_test_it_names(tmp_path: Path) -> None:
+    profile = client_profile(tmp_path, "stomp.py", f"{{requirement: {COMMIT}, reason: commit does not wait, "
+                             "observed: in another test, test: '*test_some_other_test'}")
+    run = tmp_path / "run"
+    done = ackspec("run", "--client", "stomp.py", "--profile", str(profile), "--only", COMMIT, "--out", str(run))
+    assert done.returncode == 1
+    assert verdicts(run)[COMMIT] == "fail"
+
+
+def test_a_client_deviation_limited_to_another_broker_does_not_apply(tmp_path: Path) -> None:
+    profile = load_client_profile(client_profile(
+        tmp_path, "stomp.py", f"{{requirement: {COMMIT}, reason: only there, observed: on Artemis, "
+                              f"brokers: [artemis-2]}}"))
+    target = ClientTarget("stomp.py", profile)
+    assert target.broker == "reference" and target.deviations_for(COMMIT_TEST.strip("*")) == {}
+    assert client_deviations("stomp.py-9.0", "reference") == [
+        d.requirement for d in load_client_profile("stomp.py-9.0").deviations]
+
+
+def test_a_shim_names_its_library(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    done = ackspec("run", "--client", f"shim:{sys.executable} -m ackspec.adapters.shim", "--only",
+                   "JMS-7.3.8-CALLBACK-ORDER", "--out", str(run), "--no-report")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    target = results(run)["target"]
+    assert target["library"] == "ackspec reference client" and target["profile"] is None
+    assert set(verdicts(run).values()) == {"pass"} and "JMS-7.3.8-CALLBACK-ORDER" in verdicts(run)
+
+
+def test_a_plain_run_also_judges_the_reference_client(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    done = ackspec("run", "--only", "STOMP-CONTENT-LENGTH", "--out", str(run))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    client = run / "client-reference"
+    assert results(run)["target"]["kind"] == "broker"
+    assert results(client)["target"]["kind"] == "client" and verdicts(client)["STOMP-CONTENT-LENGTH"] == "pass"
+    report = json.loads((run / "report" / "report.json").read_text(encoding="utf-8"))
+    assert report["targets"][0] == "reference" and report["targets"][1].startswith("client ackspec reference client")
+    assert {(c["target"], c["verdict"]) for c in report["cells"] if c["requirement"] == "STOMP-CONTENT-LENGTH"} == {
+        ("reference", "pass"), (report["targets"][1], "pass")}
