@@ -189,12 +189,14 @@ class AmqpOptions:
     rcv_settle: str = "first"
     credit: int = DEFAULT_CREDIT
     nack: str = "modified"  # what a plain NACK sends: modified{delivery-failed} or released
+    tls: bool = False  # amqps://: TLS in proton's engine, verifying the broker's certificate and name
+    tls_ca: str | None = None  # ?cafile=PATH: the CA certificates to verify it with (default: the system's)
 
     @classmethod
     def from_url(cls, url: str) -> AmqpOptions:
         parts = urlsplit(url)
-        if parts.scheme not in ("amqp", ""):
-            raise AdapterError(f"not an amqp:// URL: {url}")
+        if parts.scheme not in ("amqp", "amqps", ""):
+            raise AdapterError(f"not an amqp:// or amqps:// URL: {url}")
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         style = query.get("address", "path")
         if style not in ("path", "capabilities", "activemq"):
@@ -210,7 +212,8 @@ class AmqpOptions:
         return cls(host=parts.hostname or "127.0.0.1", port=port,
                    user=unquote(parts.username) if parts.username else None,
                    password=unquote(parts.password) if parts.password else None,
-                   address_style=style, rcv_settle=rcv, credit=credit)
+                   address_style=style, rcv_settle=rcv, credit=credit, tls=parts.scheme == "amqps",
+                   tls_ca=query.get("cafile"))
 
     def terminus(self, destination: str) -> tuple[str, str | None]:
         """Map a ``/queue/x`` or ``/topic/x`` destination to (address, capability)."""
@@ -238,7 +241,8 @@ class Wire:
             self.sock = connect(opts.host, opts.port, 5.0, blocking=False)
         except OSError as exc:
             raise AdapterError(f"nothing listening at amqp://{opts.host}:{opts.port}: {exc}") from exc
-        self.conn, self.transport, self.collector = client_engine(container, opts.host, opts.user, opts.password)
+        self.conn, self.transport, self.collector = client_engine(container, opts.host, opts.user, opts.password,
+                                                                  tls=opts.tls, tls_ca=opts.tls_ca)
         self.engine = EnginePump(self.transport, self.collector, on_event)
         self.closed = False  # socket gone (EOF, error or crash)
         self.output_done = False  # proton wrote its last frame (our close): read on until the peer's close

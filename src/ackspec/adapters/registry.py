@@ -42,6 +42,7 @@ class UnknownScheme(LookupError):
 _BUILTIN: dict[str, str] = {
     "stomp": "ackspec.adapters.stomp_py:StompPyAdapter",
     "amqp": "ackspec.adapters.amqp_proton:ProtonAdapter",
+    "amqps": "ackspec.adapters.amqp_proton:ProtonAdapter",
     "reference": "ackspec.adapters.reference:ReferenceAdapter",
     "embedded": "ackspec.adapters.reference:ReferenceAdapter",
 }

@@ -22,6 +22,7 @@ Delivery-count headers, as each broker sends them over STOMP (see
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -68,6 +69,12 @@ class TargetSettings:
     max_redeliveries: int | None = None  # deliveries after the first before dead-lettering
     capabilities: frozenset[Capability] = STOMP_STANDARD_CAPABILITIES
     options: Mapping[str, Any] = field(default_factory=dict)  # anything else the profile says
+    tls: bool = False  # ``stomp+ssl://`` (or ``stomps://``): TLS, verifying the broker's certificate
+    tls_ca: str | None = None  # ``?cafile=PATH``: the CA certificates to verify it with (default: the system's)
+
+    def client_tls_context(self) -> ssl.SSLContext | None:
+        """For a TLS target, a client context verifying the broker against :attr:`tls_ca` (or the system's CAs)."""
+        return ssl.create_default_context(cafile=self.tls_ca) if self.tls else None
 
     @classmethod
     def from_url(cls, url: str, base: TargetSettings | None = None) -> TargetSettings:
@@ -87,10 +94,14 @@ class TargetSettings:
             changes["login"] = unquote(parts.username)
         if parts.password:
             changes["passcode"] = unquote(parts.password)
+        if parts.scheme.lower() in ("stomp+ssl", "stomps"):
+            changes["tls"] = True
         for item in filter(None, parts.query.split("&")):
             key, _, value = item.partition("=")
             if key == "vhost":
                 changes["vhost"] = unquote(value)
+            elif key == "cafile":
+                changes["tls_ca"] = unquote(value)
         return replace(settings, **changes)
 
     @classmethod

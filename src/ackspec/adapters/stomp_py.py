@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import ssl
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -170,6 +171,9 @@ class StompPyClient(Client):
             [(self.settings.host, self.settings.port)], heartbeats=heartbeats, vhost=self.settings.vhost,
             auto_decode=False, reconnect_attempts_max=1, timeout=self.timeout,
         )
+        if self.settings.tls:  # verified against ?cafile= or the system's CA certificates, never unchecked
+            self.conn.set_ssl(for_hosts=[(self.settings.host, self.settings.port)],
+                              ca_certs=self.settings.tls_ca or ssl.get_default_verify_paths().openssl_cafile)
         self.conn.set_listener("ackspec", _Listener(self.frames))
         try:
             self.conn.connect(self.settings.login, self.settings.passcode, wait=False,

@@ -20,6 +20,7 @@ from ackspec.reference.broker.trace import Tracer
 from ackspec.reference.journal.log import RECOVERY_MODES
 from ackspec.reference.server import BrokerServer, new_event_loop
 from ackspec.reference.stomp.session import SessionConfig
+from ackspec.reference.tls import server_context
 
 log = logging.getLogger("ackspec.broker")
 
@@ -68,6 +69,9 @@ def register(subparsers: Any) -> None:
                         "(docs/security.md); without it every client may read and write everything")
     p.add_argument("--allow-anonymous", action="store_true",
                    help="with --users: also accept connections without a login")
+    p.add_argument("--tls-cert", metavar="PEM", default=None,
+                   help="serve TLS with this certificate (chain): stomp+ssl:// and amqps:// (needs --tls-key)")
+    p.add_argument("--tls-key", metavar="PEM", default=None, help="the private key of --tls-cert")
     p.add_argument("--no-sync-transactional", action="store_true",
                    help="confirm COMMIT before fsync (journal-sync-transactional=false)")
     p.add_argument("--no-sync-non-transactional", action="store_true",
@@ -93,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.max_redeliveries < 0:
         raise AckspecError("--max-redeliveries must be >= 0")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise AckspecError("--tls-cert and --tls-key go together")
+    tls = server_context(args.tls_cert, args.tls_key) if args.tls_cert else None
     users = load_users(args.users) if args.users else {}
     auth = Authenticator(users, allow_anonymous=args.allow_anonymous or not args.users,
                          acl=load_acl(args.acl) if args.acl else None)
@@ -111,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         amqp=args.amqp,
         journal_recover=args.recover,
         control_token=_control_token(args.control_token_file),
+        tls=tls,
     )
 
     async def main() -> None:
@@ -131,9 +139,10 @@ def run(args: argparse.Namespace) -> int:
                         "may read, write and administer every destination; give --users FILE for a shared broker")
         if server.control_address is not None:
             log.info("control API on http://%s:%d", *server.control_address)
-        print(f"ackspec broker: stomp://{server.host}:{server.port}", flush=True)
+        stomp_scheme, amqp_scheme = ("stomp+ssl", "amqps") if tls is not None else ("stomp", "amqp")
+        print(f"ackspec broker: {stomp_scheme}://{server.host}:{server.port}", flush=True)
         if server.amqp_address is not None:
-            print(f"ackspec broker: amqp://{server.amqp_address[0]}:{server.amqp_address[1]}", flush=True)
+            print(f"ackspec broker: {amqp_scheme}://{server.amqp_address[0]}:{server.amqp_address[1]}", flush=True)
         if server.control_address is not None and not args.control_token_file:
             print(f"ackspec broker: control token {server.control_token}", flush=True)
         await stop.wait()

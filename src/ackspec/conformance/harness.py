@@ -109,7 +109,8 @@ class Harness:
         """A raw-socket STOMP connection (not yet CONNECTed) to a STOMP target."""
         if self.adapter.protocol != "stomp":
             raise NotSupported("raw-stomp", f"{self.adapter.name} does not speak STOMP")
-        raw = RawStomp(self.settings.host, self.settings.port, timeout=self.timeout)
+        raw = RawStomp(self.settings.host, self.settings.port, timeout=self.timeout,
+                       tls=self.settings.client_tls_context())
         self._raws.append(raw)
         return raw
 

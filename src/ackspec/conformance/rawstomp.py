@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import time
 from dataclasses import dataclass, field
 
@@ -63,10 +64,12 @@ class RawStomp:
     buffer: bytes = b""
     eof: bool = False
     heartbeats: int = 0  # EOLs received between frames
+    tls: ssl.SSLContext | None = None  # a stomp+ssl:// target: the socket speaks TLS
 
     def __post_init__(self) -> None:
-        self.sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = self.tls.wrap_socket(sock, server_hostname=self.host) if self.tls is not None else sock
 
     def connect(self, login: str | None = None, passcode: str | None = None, vhost: str | None = None,
                 heart_beat: str = "0,0", extra: dict[str, str] | None = None) -> RawFrame | None:

@@ -47,6 +47,7 @@ import json
 import logging
 import secrets
 import socket
+import ssl
 import tempfile
 import threading
 import time
@@ -122,7 +123,10 @@ class BrokerServer:
         egress: EgressFactory | None = None,
         journal_recover: str = "refuse",
         control_token: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        self.tls = tls
+        """Server-side TLS context for the STOMP and AMQP listeners (:mod:`~ackspec.reference.tls`); None = plain."""
         self.control_token = control_token or secrets.token_urlsafe(24)
         """What the control API's ``Authorization: Bearer`` header must carry."""
         self.journal_recover = journal_recover
@@ -179,7 +183,7 @@ class BrokerServer:
             log.info("journal %s: replayed %d record(s)", self.journal.path, report.records)
         else:
             self.hub.journaling = False
-        self._server = await self.loop.create_server(lambda: _StompProtocol(self), self.host, self.port)
+        self._server = await self.loop.create_server(lambda: _StompProtocol(self), self.host, self.port, ssl=self.tls)
         sock = self._server.sockets[0].getsockname()
         self.port = int(sock[1])
         if self.control_address is not None:
@@ -189,7 +193,7 @@ class BrokerServer:
             self.control_address = (chost, int(self._control_server.sockets[0].getsockname()[1]))
         if self.amqp_address is not None:
             self.amqp_listener = AmqpListener(self.hub, self.auth, on_activity=self._amqp_activity)
-            self.amqp_address = await self.amqp_listener.start(*self.amqp_address)
+            self.amqp_address = await self.amqp_listener.start(*self.amqp_address, ssl=self.tls)
         self._ticker = self.loop.create_task(self._tick_forever())
 
     def _amqp_activity(self) -> None:
@@ -562,7 +566,10 @@ class EmbeddedBroker:
         egress: EgressFactory | None = None,
         event_loop: str = "asyncio",
         journal_recover: str = "refuse",
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        self.tls = tls
+        """Server-side TLS context: the listeners speak ``stomp+ssl://`` and ``amqps://``."""
         self.journal_recover = journal_recover
         self.control_token = secrets.token_urlsafe(24)
         """The control API's bearer token (same across restarts)."""
@@ -617,7 +624,7 @@ class EmbeddedBroker:
     async def _start_server(self) -> None:
         control = self.control if isinstance(self.control, tuple) else None
         self.server = BrokerServer(host=self.host, port=self.port, data_dir=self.data_dir,
-                                   control_token=self.control_token,
+                                   control_token=self.control_token, tls=self.tls,
                                    core_config=self.core_config, session_config=self.session_config,
                                    auth=self.auth, faults=self.faults, tracer=self.tracer, control=control,
                                    amqp=self.amqp, egress=self.egress, journal_recover=self.journal_recover)
@@ -664,7 +671,7 @@ class EmbeddedBroker:
     # ------------------------------------------------------------------ access
     @property
     def stomp_url(self) -> str:
-        return f"stomp://{self.host}:{self.port}"
+        return f"{'stomp+ssl' if self.tls is not None else 'stomp'}://{self.host}:{self.port}"
 
     @property
     def stomp_address(self) -> tuple[str, int]:
@@ -672,7 +679,8 @@ class EmbeddedBroker:
 
     @property
     def amqp_url(self) -> str | None:
-        return f"amqp://{self.amqp[0]}:{self.amqp[1]}" if self.amqp is not None else None
+        scheme = "amqps" if self.tls is not None else "amqp"
+        return f"{scheme}://{self.amqp[0]}:{self.amqp[1]}" if self.amqp is not None else None
 
     @property
     def control_url(self) -> str | None:

@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable
+from ssl import SSLContext
 from typing import cast
 
 from ackspec.reference.amqp.connection import RECEIVE_WINDOW, AmqpConnection
@@ -132,13 +133,13 @@ class AmqpListener:
             self.protocols[conn_id] = protocol
             self.hub.attach(conn_id, protocol.conn)
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Listen; returns the bound (host, port) (``port=0`` picks a free one)."""
+    async def start(self, host: str, port: int, *, ssl: SSLContext | None = None) -> tuple[str, int]:
+        """Listen (over TLS with ``ssl``); returns the bound (host, port) (``port=0`` picks a free one)."""
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: AmqpProtocol(self.hub, self.auth, self._register,
                                                                             receive_window=self.receive_window,
                                                                             on_activity=self.on_activity),
-                                               host, port)
+                                               host, port, ssl=ssl)
         sock = self.server.sockets[0].getsockname()
         return str(sock[0]), int(sock[1])
 
