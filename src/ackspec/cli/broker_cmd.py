@@ -79,7 +79,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-redeliveries", type=int, default=6, metavar="N",
                    help="redeliveries before a message goes to the dead-letter queue (default 6)")
     p.add_argument("--max-connections", type=int, default=1000, metavar="N")
-    p.add_argument("--max-frame", type=int, default=4 * 1024 * 1024, metavar="BYTES")
+    p.add_argument("--max-frame", type=int, default=4 * 1024 * 1024, metavar="BYTES",
+                   help="largest STOMP frame, and most input accepted before CONNECT (default 4 MiB)")
+    p.add_argument("--max-transactions", type=int, default=100, metavar="N",
+                   help="open transactions per connection (default 100)")
+    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="time a connection has to complete CONNECT / AMQP open (default 10; 0 = no limit)")
+    p.add_argument("--idle-timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="close a client that sent nothing for this long and negotiated no heart-beats "
+                        "(default 600; 0 = no limit)")
     p.add_argument("--control", type=_host_port, default=None, metavar="HOST:PORT",
                    help="JSON-over-HTTP fault-injection control API (it can make the broker lose messages): off "
                         "unless given, loopback addresses only, every request needs 'Authorization: Bearer "
@@ -97,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.max_redeliveries < 0:
         raise AckspecError("--max-redeliveries must be >= 0")
+    for flag in ("max_frame", "max_transactions", "max_connections", "connect_timeout", "idle_timeout"):
+        if getattr(args, flag) < 0:
+            raise AckspecError(f"--{flag.replace('_', '-')} must be >= 0")
     if bool(args.tls_cert) != bool(args.tls_key):
         raise AckspecError("--tls-cert and --tls-key go together")
     tls = server_context(args.tls_cert, args.tls_key) if args.tls_cert else None
@@ -110,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         core_config=CoreConfig(max_redeliveries=args.max_redeliveries,
                                sync_transactional=not args.no_sync_transactional,
                                sync_non_transactional=not args.no_sync_non_transactional),
-        session_config=SessionConfig(max_frame=args.max_frame),
+        session_config=SessionConfig(max_frame=args.max_frame, max_transactions=args.max_transactions,
+                                     connect_timeout=args.connect_timeout, idle_timeout=args.idle_timeout),
         auth=auth,
         tracer=Tracer(log_hits=args.trace),
         max_connections=args.max_connections,

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,6 +105,15 @@ class SessionConfig:
     """How often we want the client's heart-beats (the cy we offer)."""
     max_subscriptions: int = 1000
     max_transactions: int = 100
+    connect_timeout: float = 10.0
+    """Seconds a connection may take to complete CONNECT (0: no limit): idle or slowloris sockets cannot
+    hold connection slots forever. Bytes trickling in do not extend it."""
+    idle_timeout: float = 600.0
+    """Seconds a connected client without negotiated heart-beats may send nothing before it is closed with
+    an ERROR (0: no limit); heart-beats, when negotiated, are the check instead."""
+
+
+_HEART_BEAT: Final = re.compile(r"[0-9]{1,9},[0-9]{1,9}")
 
 
 class State(enum.Enum):
@@ -187,6 +197,9 @@ class StompSession:
         now = clock()
         self._last_recv = now
         self._last_send = now
+        self._opened_at = now
+        self._pre_connect_bytes = 0
+        self._open_txs: set[str] = set()  # names BEGIN opened and no COMMIT/ABORT ended (the limit's count)
         self.on_output: Callable[[], None] | None = None
         """Called when output becomes pending (the host schedules a flush)."""
         self.close_requested = False
@@ -200,6 +213,11 @@ class StompSession:
         if self.state is State.CLOSED or self.state is State.DISCONNECTING:
             return
         self._last_recv = self.clock()
+        if self.state is State.AWAIT_CONNECT:
+            self._pre_connect_bytes += len(data)
+            if self._pre_connect_bytes > self.config.max_frame:  # e.g. endless heart-beat EOLs before CONNECT
+                self._fail(f"more than {self.config.max_frame} bytes before CONNECT", None)
+                return
         try:
             items = self.parser.feed(data)
         except StompProtocolError as exc:
@@ -285,14 +303,11 @@ class StompSession:
         cx, cy = 0, 0
         hb = frame.get("heart-beat")
         if hb is not None and version != "1.0":
-            try:
-                a, b = hb.split(",")
-                cx, cy = int(a), int(b)
-                if cx < 0 or cy < 0:
-                    raise ValueError
-            except ValueError:
-                self._fail(f"invalid heart-beat header {hb!r}", frame)
+            if not _HEART_BEAT.fullmatch(hb):  # ASCII digits only: int() would take "1_0" or full-width digits
+                self._fail(f"invalid heart-beat header {hb!r} (expected two numbers, e.g. 1000,1000)", frame)
                 return
+            a, b = hb.split(",")
+            cx, cy = int(a), int(b)
         sx, sy = self.config.heartbeat_send_ms, self.config.heartbeat_receive_ms
         send_ms = max(sx, cy) if sx and cy else 0
         recv_ms = max(cx, sy) if cx and sy else 0
@@ -524,11 +539,16 @@ class StompSession:
 
     def _on_begin(self, frame: Frame) -> None:
         tx = frame.get("transaction") or ""
+        if len(self._open_txs) >= self.config.max_transactions and tx not in self._open_txs:
+            self._fail(f"too many open transactions (limit {self.config.max_transactions})", frame)
+            return
         self.hub.apply(self.core.begin(self.conn_id, tx))
+        self._open_txs.add(tx)
         self._receipt_for(frame)
 
     def _on_commit(self, frame: Frame) -> None:
         tx = frame.get("transaction") or ""
+        self._open_txs.discard(tx)
         receipt = frame.get("receipt")
         faults = self.faults
         if faults is not None and faults.active:
@@ -543,6 +563,7 @@ class StompSession:
 
     def _on_abort(self, frame: Frame) -> None:
         tx = frame.get("transaction") or ""
+        self._open_txs.discard(tx)
         receipt = frame.get("receipt")
         self.hub.apply(self.core.abort(self.conn_id, tx, confirm=receipt if receipt is not None else _NO_RECEIPT))
 
@@ -732,7 +753,15 @@ class StompSession:
                 self._delayed = [d for d in self._delayed if d[0] > now]
                 for _t, data in due:
                     self._write(data)
+        if self.state is State.AWAIT_CONNECT and self.config.connect_timeout:
+            if now - self._opened_at >= self.config.connect_timeout:
+                self._fail(f"no CONNECT within {self.config.connect_timeout:g} s", None)
+            return
         if self.state is not State.CONNECTED:
+            return
+        idle = self.config.idle_timeout
+        if idle and not self._recv_timeout and now - self._last_recv >= idle:
+            self._fail(f"idle for {idle:g} s (nothing received; negotiate heart-beats to stay connected)", None)
             return
         if self._recv_timeout and now - self._last_recv > self._recv_timeout:
             self.tracer.trace("STOMP-HEARTBEAT-DEAD-PEER", self.conn_id)
@@ -753,6 +782,10 @@ class StompSession:
                 times.append(self._last_send + self._send_interval)
             if self._recv_timeout:
                 times.append(self._last_recv + self._recv_timeout)
+            elif self.config.idle_timeout:
+                times.append(self._last_recv + self.config.idle_timeout)
+        elif self.state is State.AWAIT_CONNECT and self.config.connect_timeout:
+            times.append(self._opened_at + self.config.connect_timeout)
         return min(times) if times else None
 
     # ------------------------------------------------------------------ output and errors
