@@ -18,6 +18,7 @@ from ackspec.reference.broker.auth import Authenticator, load_users
 from ackspec.reference.broker.model import CoreConfig
 from ackspec.reference.broker.trace import Tracer
 from ackspec.reference.journal.log import RECOVERY_MODES
+from ackspec.reference.limits import AmqpLimits
 from ackspec.reference.server import BrokerServer, new_event_loop
 from ackspec.reference.stomp.session import SessionConfig
 from ackspec.reference.tls import server_context
@@ -78,9 +79,11 @@ def register(subparsers: Any) -> None:
                    help="confirm persistent SEND/ACK before fsync (journal-sync-non-transactional=false)")
     p.add_argument("--max-redeliveries", type=int, default=6, metavar="N",
                    help="redeliveries before a message goes to the dead-letter queue (default 6)")
-    p.add_argument("--max-connections", type=int, default=1000, metavar="N")
+    p.add_argument("--max-connections", type=int, default=1000, metavar="N",
+                   help="open connections per protocol (default 1000)")
     p.add_argument("--max-frame", type=int, default=4 * 1024 * 1024, metavar="BYTES",
-                   help="largest STOMP frame, and most input accepted before CONNECT (default 4 MiB)")
+                   help="largest STOMP frame and AMQP message, and most input accepted before CONNECT "
+                        "(default 4 MiB)")
     p.add_argument("--max-transactions", type=int, default=100, metavar="N",
                    help="open transactions per connection (default 100)")
     p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
@@ -131,6 +134,9 @@ def run(args: argparse.Namespace) -> int:
         journal_recover=args.recover,
         control_token=_control_token(args.control_token_file),
         tls=tls,
+        amqp_limits=AmqpLimits(max_connections=args.max_connections, max_message_size=args.max_frame,
+                               max_transactions=args.max_transactions, open_timeout=args.connect_timeout,
+                               idle_timeout=args.idle_timeout),
     )
 
     async def main() -> None:

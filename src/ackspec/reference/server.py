@@ -65,6 +65,7 @@ from ackspec.reference.broker.model import CoreConfig
 from ackspec.reference.broker.trace import Tracer
 from ackspec.reference.faults import FaultInjector, FaultRule
 from ackspec.reference.journal import Journal
+from ackspec.reference.limits import AmqpLimits
 from ackspec.reference.stomp.codec import encode
 from ackspec.reference.stomp.frames import ERROR, Frame
 from ackspec.reference.stomp.session import SessionConfig, StompSession
@@ -124,7 +125,10 @@ class BrokerServer:
         journal_recover: str = "refuse",
         control_token: str | None = None,
         tls: ssl.SSLContext | None = None,
+        amqp_limits: AmqpLimits | None = None,
     ) -> None:
+        self.amqp_limits = amqp_limits or AmqpLimits(max_connections=max_connections)
+        """The AMQP listener's limits (:mod:`~ackspec.reference.limits`)."""
         self.tls = tls
         """Server-side TLS context for the STOMP and AMQP listeners (:mod:`~ackspec.reference.tls`); None = plain."""
         self.control_token = control_token or secrets.token_urlsafe(24)
@@ -192,7 +196,8 @@ class BrokerServer:
             self._control_server = await asyncio.start_server(self._control, chost, cport)
             self.control_address = (chost, int(self._control_server.sockets[0].getsockname()[1]))
         if self.amqp_address is not None:
-            self.amqp_listener = AmqpListener(self.hub, self.auth, on_activity=self._amqp_activity)
+            self.amqp_listener = AmqpListener(self.hub, self.auth, on_activity=self._amqp_activity,
+                                              limits=self.amqp_limits)
             self.amqp_address = await self.amqp_listener.start(*self.amqp_address, ssl=self.tls)
         self._ticker = self.loop.create_task(self._tick_forever())
 
@@ -567,7 +572,9 @@ class EmbeddedBroker:
         event_loop: str = "asyncio",
         journal_recover: str = "refuse",
         tls: ssl.SSLContext | None = None,
+        amqp_limits: AmqpLimits | None = None,
     ) -> None:
+        self.amqp_limits = amqp_limits
         self.tls = tls
         """Server-side TLS context: the listeners speak ``stomp+ssl://`` and ``amqps://``."""
         self.journal_recover = journal_recover
@@ -624,7 +631,7 @@ class EmbeddedBroker:
     async def _start_server(self) -> None:
         control = self.control if isinstance(self.control, tuple) else None
         self.server = BrokerServer(host=self.host, port=self.port, data_dir=self.data_dir,
-                                   control_token=self.control_token, tls=self.tls,
+                                   control_token=self.control_token, tls=self.tls, amqp_limits=self.amqp_limits,
                                    core_config=self.core_config, session_config=self.session_config,
                                    auth=self.auth, faults=self.faults, tracer=self.tracer, control=control,
                                    amqp=self.amqp, egress=self.egress, journal_recover=self.journal_recover)

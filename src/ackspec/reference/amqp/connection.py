@@ -81,6 +81,7 @@ from ackspec.reference.broker.core import DurableKey
 from ackspec.reference.broker.hub import Hub
 from ackspec.reference.broker.model import TOPIC_PREFIX, Headers
 from ackspec.reference.broker.selector import Selector, SelectorError, parse_selector
+from ackspec.reference.limits import AmqpLimits
 
 DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
@@ -111,6 +112,7 @@ ERR_FORCED = "amqp:connection:forced"
 ERR_DECODE = "amqp:decode-error"
 ERR_UNAUTHORIZED = "amqp:unauthorized-access"
 ERR_RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
+ERR_MESSAGE_SIZE = "amqp:link:message-size-exceeded"
 
 Ptr = Any
 """A C pointer from proton's API (a cffi ``cdata``): hashable and compared by address."""
@@ -211,11 +213,13 @@ class AmqpConnection:
 
     def __init__(self, conn_id: str, hub: Hub, auth: Authenticator | None = None, *,
                  on_output: Callable[[], None] | None = None, receive_window: int = RECEIVE_WINDOW,
-                 flush_now: Callable[[], None] | None = None) -> None:
+                 flush_now: Callable[[], None] | None = None, limits: AmqpLimits | None = None) -> None:
         """``on_output``: there is output, write it soon. ``flush_now``: called between the pieces of a
         large read, to write :meth:`data_to_send` at once, so the peer gets credit and outcomes while
         the rest is processed instead of after it (without it, output waits for the end of the read)."""
         self.conn_id = conn_id
+        self.limits = limits or AmqpLimits()
+        self.max_message_size = self.limits.max_message_size
         self.flush_now = flush_now
         self.receive_window = receive_window
         self.hub = hub
@@ -553,6 +557,7 @@ class AmqpConnection:
                 return
             link.target.copy(remote)
             link.source.copy(link.remote_source)
+            link.max_message_size = self.max_message_size
             state = _InLink(link, impl, destination, caps)
         self._links[impl] = self._in_links[impl] = state
         self._links_changed()
@@ -752,6 +757,7 @@ class AmqpConnection:
             if last or links.get(impl) is not state:
                 return  # up to the last event seen; or the link was ended (a transfer beyond its credit)
             dlv = _link_current(impl)
+        self._check_size(dlv, state)  # one still arriving
 
     def _links_changed(self) -> None:
         """Links came or went: may this connection's transfers be walked instead of read per event?
@@ -786,8 +792,17 @@ class AmqpConnection:
         # a delivery is handled once, when complete: it is then the link's current one (readable)
         # and advancing past it makes it not current for good
         if not _delivery_readable(dlv) or _delivery_partial(dlv):
+            self._check_size(dlv, state)
             return
         self._take(dlv, state)
+
+    def _check_size(self, dlv: Any, state: _InLink) -> bool:
+        """A transfer (complete or still arriving) beyond :attr:`max_message_size` ends its link."""
+        if not dlv or _delivery_pending(dlv) <= self.max_message_size:
+            return False
+        self._flush_batches()
+        self._close_link(state.impl, ERR_MESSAGE_SIZE, f"message larger than {self.max_message_size} bytes")
+        return True
 
     def _take(self, dlv: Ptr, state: _InLink) -> None:
         """A complete transfer, the link's current delivery: read, advanced past, handed on."""
@@ -801,6 +816,10 @@ class AmqpConnection:
         got = _link_recv(impl, self._recv_view, self._recv_size)  # _recv's usual case, inline
         payload = self._recv_bytes[:got].tobytes() if 0 < got < self._recv_size else self._recv(impl, got)
         _link_advance(impl)
+        if len(payload) > self.max_message_size:  # arrived whole in one read (else _check_size saw it)
+            self._flush_batches()
+            self._close_link(impl, ERR_MESSAGE_SIZE, f"message larger than {self.max_message_size} bytes")
+            return
         faults = self.core.faults
         if (state.coordinator or _delivery_remote_state(dlv) == TRANSACTIONAL_STATE
                 or (faults is not None and faults.active)):
@@ -1034,6 +1053,10 @@ class AmqpConnection:
         descriptor = str(raw) if isinstance(raw, str) else int(raw)
         fields = list(cast(Any, body.value) or [])
         if descriptor in ("amqp:declare:list", 0x31):
+            if len(self._txns) >= self.limits.max_transactions:
+                self._answer(dlv, REJECTED, condition=Condition(
+                    ERR_RESOURCE_LIMIT, f"too many open transactions (limit {self.limits.max_transactions})"))
+                return
             name = f"txn-{self.conn_id}-{next(self._txn_ids)}"
             self._run(self.core.begin(self.conn_id, name))
             self._txns[name] = _Txn(name)

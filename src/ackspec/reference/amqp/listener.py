@@ -21,6 +21,7 @@ from typing import cast
 from ackspec.reference.amqp.connection import RECEIVE_WINDOW, AmqpConnection
 from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.hub import Hub
+from ackspec.reference.limits import AmqpLimits
 
 log = logging.getLogger(__name__)
 
@@ -31,23 +32,64 @@ class AmqpProtocol(asyncio.Protocol):
     """One client socket."""
 
     def __init__(self, hub: Hub, auth: Authenticator,
-                 register: Callable[[str, AmqpProtocol | None], None], *, receive_window: int,
-                 on_activity: Callable[[], None] | None = None) -> None:
+                 register: Callable[[str, AmqpProtocol | None], bool], *, receive_window: int,
+                 on_activity: Callable[[], None] | None = None, limits: AmqpLimits | None = None) -> None:
         self.hub = hub
         self.on_activity = on_activity
         self.register = register
+        self.limits = limits or AmqpLimits()
         self.transport: asyncio.Transport | None = None
         self.conn = AmqpConnection(f"amqp-{next(_ids)}", hub, auth, on_output=self._schedule_flush,
-                                   receive_window=receive_window, flush_now=self.flush)
+                                   receive_window=receive_window, flush_now=self.flush, limits=self.limits)
         self._flush_scheduled = False
         self._closing = False
+        self._last_input = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._accepted = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # not isinstance: uvloop's transports implement the interface without subclassing it
         self.transport = cast(asyncio.Transport, transport)
-        self.register(self.conn.conn_id, self)
+        self._accepted = self.register(self.conn.conn_id, self)
+        if not self._accepted:
+            self._closing = True
+            self.transport.close()
+            return
+        loop = asyncio.get_running_loop()
+        self._last_input = loop.time()
+        if self.limits.open_timeout:
+            self._timer = loop.call_later(self.limits.open_timeout, self._open_deadline)
+        elif self.limits.idle_timeout:
+            self._timer = loop.call_later(self.limits.idle_timeout, self._idle_check)
+
+    def _open_deadline(self) -> None:
+        """No completed AMQP open in time (an idle or slowloris socket): close it."""
+        self._timer = None
+        if self.transport is None or self._closing:
+            return
+        if not self.conn.opened:
+            log.info("AMQP connection %s: no open within %g s, closing", self.conn.conn_id, self.limits.open_timeout)
+            self._abort()
+            return
+        if self.limits.idle_timeout:
+            self._idle_check()
+
+    def _idle_check(self) -> None:
+        """Close a client that sent nothing for ``idle_timeout``; else look again when it could be."""
+        self._timer = None
+        if self.transport is None or self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        due = self._last_input + self.limits.idle_timeout
+        if loop.time() >= due:
+            log.info("AMQP connection %s: idle for %g s, closing", self.conn.conn_id, self.limits.idle_timeout)
+            self._abort()
+            return
+        self._timer = loop.call_at(due, self._idle_check)
 
     def data_received(self, data: bytes) -> None:
+        if self.limits.idle_timeout:
+            self._last_input = asyncio.get_running_loop().time()
         try:
             self.conn.receive_data(data)
         except Exception:  # a bug must cost one connection, never the broker
@@ -63,6 +105,12 @@ class AmqpProtocol(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._accepted:
+            self.transport = None
+            return  # refused at accept (connection limit): never registered
         try:
             self.conn.connection_lost()
         except Exception:
@@ -112,8 +160,10 @@ class AmqpListener:
     """Accepts AMQP connections for one broker: each registers with the hub under its id."""
 
     def __init__(self, hub: Hub, auth: Authenticator | None = None, *,
-                 receive_window: int = RECEIVE_WINDOW, on_activity: Callable[[], None] | None = None) -> None:
+                 receive_window: int = RECEIVE_WINDOW, on_activity: Callable[[], None] | None = None,
+                 limits: AmqpLimits | None = None) -> None:
         """``on_activity`` runs after every batch of input: the server writes the journal there."""
+        self.limits = limits or AmqpLimits()
         self.on_activity = on_activity
         self.hub = hub
         self.receive_window = receive_window
@@ -125,20 +175,26 @@ class AmqpListener:
     def connections(self) -> dict[str, AmqpConnection]:
         return {cid: p.conn for cid, p in self.protocols.items()}
 
-    def _register(self, conn_id: str, protocol: AmqpProtocol | None) -> None:
+    def _register(self, conn_id: str, protocol: AmqpProtocol | None) -> bool:
+        """Track a new connection (False: refused, the connection limit is reached) or forget one."""
         if protocol is None:
             self.protocols.pop(conn_id, None)
             self.hub.detach(conn_id)
-        else:
-            self.protocols[conn_id] = protocol
-            self.hub.attach(conn_id, protocol.conn)
+            return True
+        if len(self.protocols) >= self.limits.max_connections:
+            log.warning("AMQP: connection refused, the limit of %d connections is reached", self.limits.max_connections)
+            return False
+        self.protocols[conn_id] = protocol
+        self.hub.attach(conn_id, protocol.conn)
+        return True
 
     async def start(self, host: str, port: int, *, ssl: SSLContext | None = None) -> tuple[str, int]:
         """Listen (over TLS with ``ssl``); returns the bound (host, port) (``port=0`` picks a free one)."""
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: AmqpProtocol(self.hub, self.auth, self._register,
                                                                             receive_window=self.receive_window,
-                                                                            on_activity=self.on_activity),
+                                                                            on_activity=self.on_activity,
+                                                                            limits=self.limits),
                                                host, port, ssl=ssl)
         sock = self.server.sockets[0].getsockname()
         return str(sock[0]), int(sock[1])
