@@ -37,7 +37,7 @@ def test_client_runs_get_their_own_columns_after_the_brokers(tmp_path: Path) -> 
     write(tmp_path / "qpid", "c2", QPID, [(CLIENT_RULE, Verdict.FAIL)])
     summary = build_report([str(tmp_path / "broker"), str(tmp_path / "qpid")], tmp_path / "out", engine="python")
     stomp_py, qpid = "client stomp.py 9.0.0 (stomp, reference)", "client org.apache.qpid:qpid-jms-client 2.10.0 " \
-                                                                  "(amqp, artemis-2)"
+                                                                  "(amqp, artemis-2, via shim)"
     assert summary.targets == ("reference", qpid, stomp_py)
     data = json.loads(summary.json.read_text(encoding="utf-8"))
     cells = {(c["requirement"], c["target"]): c["verdict"] for c in data["cells"]}
@@ -74,3 +74,23 @@ def test_naming_a_run_directory_names_its_sub_runs(tmp_path: Path) -> None:
         tmp_path / "run", tmp_path / "run" / "client-reference"]
     assert [d.root for d in resolve_run_dirs([str(tmp_path / "*")])] == [
         tmp_path / "run", tmp_path / "run" / "client-reference"]
+
+
+def test_a_shim_driven_library_is_told_apart_from_the_same_library_in_process() -> None:
+    in_process = TargetInfo(url="client:reference", adapter="reference", kind="client", library="ackspec reference "
+                            "client", version="0.1.0", protocol="stomp", broker="reference")
+    via_shim = TargetInfo(url="client:shim:python3 -m ackspec.adapters.shim", adapter="shim:reference", kind="client",
+                          library="ackspec reference client", version="0.1.0", protocol="stomp", broker="reference")
+    assert in_process.client_label() == "client ackspec reference client 0.1.0 (stomp, reference)"
+    assert via_shim.client_label() == "client ackspec reference client 0.1.0 (stomp, reference, via shim)"
+
+
+def test_matrix_command_puts_broker_columns_before_client_columns(tmp_path: Path) -> None:
+    from ackspec.cli import main  # noqa: PLC0415
+
+    write(tmp_path / "a-client", "c", STOMP_PY, [(CLIENT_RULE, Verdict.PASS)])
+    write(tmp_path / "b-broker", "b", BROKER, [(BROKER_RULE, Verdict.PASS)])
+    out = tmp_path / "matrix.md"
+    assert main(["matrix", str(tmp_path / "*"), "--out", str(out)]) == 0
+    header = next(line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("| requirement"))
+    assert header.index("reference stomp") < header.index("client stomp.py")

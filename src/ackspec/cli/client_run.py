@@ -65,10 +65,10 @@ def client_pytest_args(args: argparse.Namespace, client: str, run_id: str, out: 
             f"--junitxml={out / 'junit.xml'}", f"--alluredir={out / 'allure-results'}", "--clean-alluredir"]
     if args.client and args.profile:
         argv.append(f"--ackspec-client-profile={args.profile}")
-    if args.timeout is not None:
-        argv.append(f"--ackspec-timeout={args.timeout}")
-    if args.seed is not None:
-        argv.append(f"--ackspec-seed={args.seed}")
+    for flag, value in (("--ackspec-timeout", args.timeout), ("--ackspec-seed", args.seed),
+                        ("--ackspec-examples", args.examples)):
+        if value is not None:
+            argv.append(f"{flag}={value}")
     argv += [f"--ackspec-only={p}" for p in args.only] + [f"--ackspec-skip={p}" for p in args.skip]
     if args.strict:
         argv.append("--ackspec-strict")

@@ -66,9 +66,11 @@ class TargetInfo:
 
     def client_label(self) -> str:
         """A client run's column: ``client stomp.py 9.0.0 (stomp, reference)``: library, version,
-        protocol and broker, since one library may be judged over several brokers."""
+        protocol and broker, since one library may be judged over several brokers (and "via shim" when
+        a shim drove it: the shim is part of what was judged)."""
         name = " ".join(part for part in (self.library or self.url, self.version) if part)
-        where = ", ".join(part for part in (self.protocol, self.broker) if part)
+        via = "via shim" if (self.adapter or "").startswith("shim:") else None
+        where = ", ".join(part for part in (self.protocol, self.broker, via) if part)
         return f"client {name} ({where})" if where else f"client {name}"
 
 
