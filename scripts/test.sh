@@ -3,10 +3,11 @@
 #   1. the package with its dev tools, Debian's Chromium, the Node interop clients, the four real brokers;
 #   2. lint (ruff) and types (mypy --strict);
 #   3. the project's tests (pytest): codecs, broker, journal crash recovery, interop, quality (mutant
-#      brokers must be caught), pipeline (PySpark, headless Chromium), spec, client-side conformance;
+#      brokers must be caught), pipeline (PySpark, headless Chromium), spec; then the client-side suite
+#      (`ackspec run --client NAME`) for each client library (its client profile judges its deviations);
 #   4. the conformance suite against the embedded reference broker and, over STOMP and AMQP 1.0,
 #      against RabbitMQ 3.10, ActiveMQ 5.17, ActiveMQ Artemis 2 and ActiveMQ Classic 6;
-#   5. the traceability report and the conformance matrix over all those runs.
+#   5. the traceability report and the conformance matrix over all those runs (brokers and clients).
 # Every step runs even when an earlier one failed; the exit status is non-zero if any failed. Each step's
 # output is also kept in $OUT/logs/STEP.log, and the end repeats why each failed step failed.
 # Environment: ACKSPEC_TEST_OUT (default ackspec-out/test), ACKSPEC_SKIP_INSTALL=1, ACKSPEC_REAL_BROKERS
@@ -49,6 +50,12 @@ suite_run() {  # NAME URL PROFILE [RESTART-COMMAND]: one conformance run into $O
   ackspec run --target "$url" --profile "$profile" "${restart[@]}" --out "$OUT/runs/$name" --no-report
 }
 
+client_run() {  # NAME CLIENT: the client-side suite with one client library into $OUT/runs/client-NAME
+  local name=$1 client=$2
+  rm -rf "$OUT/runs/client-$name"
+  ackspec run --client "$client" --out "$OUT/runs/client-$name" --no-report </dev/null
+}
+
 broker_runs() {  # BROKER: start it, run the suite over each of its protocols, always stop it
   local broker=$1 status=0 name url profile
   bash brokers/start.sh "$broker" --fresh || return 1
@@ -78,8 +85,12 @@ fi
 step lint ruff check src tests
 step types mypy
 step pytest pytest_all
-step client-conformance pytest_all src/ackspec/conformance/client --ackspec-client reference -q
 mkdir -p "$OUT/runs"
+# the client-side suite, one run per client library (client-NAME columns in the report and the matrix)
+while read -r name client; do
+  case "$name" in ''|'#'*) continue ;; esac
+  step "client-$name" client_run "$name" "$client"
+done < scripts/clients.list
 step suite-reference-stomp suite_run reference-stomp reference://embedded reference
 step suite-reference-amqp suite_run reference-amqp reference+amqp://embedded reference
 for broker in $BROKERS; do
