@@ -171,6 +171,8 @@ class Env:
             raise NotApplicable(f"{why} (needs {protocol}, the client under test speaks {self.protocol})")
 
     def url_for(self, protocol: str) -> str:
+        if protocol not in ("stomp", "amqp"):  # core, openwire: only a real broker speaks them
+            raise NotApplicable(f"the reference broker speaks STOMP and AMQP 1.0, not {protocol}")
         self.protocol = protocol
         if protocol == "amqp":
             if self._amqp_proxy is None:

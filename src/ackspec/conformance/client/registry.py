@@ -28,6 +28,9 @@ BUILTIN: dict[str, str] = {
     "reference-amqp": "ackspec.adapters.refclient:RefClientAmqpCUT",
     "stomp.py": "ackspec.conformance.client.drivers.stomp_py:StompPyCUT",
     "proton": "ackspec.conformance.client.drivers.proton:ProtonCUT",
+    "qpid-jms": "ackspec.conformance.client.drivers.jms:QpidJmsCUT",  # the Java shim (adapters/java)
+    "artemis-jms": "ackspec.conformance.client.drivers.jms:ArtemisJmsCUT",
+    "activemq-jms": "ackspec.conformance.client.drivers.jms:ActiveMQJmsCUT",
 }
 
 
@@ -58,7 +61,11 @@ def factory(name: str) -> Callable[[], ClientUnderTest]:
         if ep.name == name:
             return ep.load()  # type: ignore[no-any-return]
     if name in BUILTIN:
-        return _load(BUILTIN[name])
+        built = _load(BUILTIN[name])
+        check = getattr(built, "check_available", None)
+        if check is not None:  # e.g. the Java shim's jar: missing -> UnknownClient saying how to build it
+            check()
+        return built
     if ":" in name:  # "package.module:Class", for clients not installed as packages
         try:
             return _load(name)

@@ -1,0 +1,80 @@
+package org.ackspec.shim;
+
+import jakarta.jms.ConnectionFactory;
+import jakarta.jms.Destination;
+import jakarta.jms.JMSException;
+import jakarta.jms.Session;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.activemq.ActiveMQConnectionFactory;
+
+/**
+ * The ActiveMQ Classic client (OpenWire). The options map onto its {@code jms.*} URL options:
+ * blockOnDurableSend=false is {@code jms.useAsyncSend}, blockOnNonDurableSend is
+ * {@code jms.alwaysSyncSend}, blockOnAcknowledge is {@code jms.sendAcksAsync=false}.
+ */
+final class ActiveMQProvider implements Provider {
+    @Override
+    public String name() {
+        return "activemq-client " + libraryVersion();
+    }
+
+    @Override
+    public String library() {
+        return "org.apache.activemq:activemq-client";
+    }
+
+    @Override
+    public String protocol() {
+        return "openwire";
+    }
+
+    @Override
+    public List<String> features() {
+        return List.of("sync-send-confirmed", "async-send", "transactions", "callback-actions", "message-access",
+                "ack-modes", "listener", "recover", "selector", "prefetch", "close-consumer");
+    }
+
+    @Override
+    public ConnectionFactory factory(String host, int port, Options options) throws ShimError {
+        List<String> params = new ArrayList<>();
+        if (Boolean.FALSE.equals(options.flag("block_on_durable_send"))) {
+            params.add("jms.useAsyncSend=true");
+        }
+        if (Boolean.TRUE.equals(options.flag("block_on_non_durable_send"))) {
+            params.add("jms.alwaysSyncSend=true");
+        }
+        if (Boolean.TRUE.equals(options.flag("block_on_acknowledge"))) {
+            params.add("jms.sendAcksAsync=false");
+        }
+        Long prefetch = options.integer("prefetch");
+        if (prefetch != null) {
+            params.add("jms.prefetchPolicy.all=" + prefetch);
+        }
+        Boolean optimize = options.flag("optimize_acknowledge");
+        if (optimize != null) {
+            params.add("jms.optimizeAcknowledge=" + optimize);
+        }
+        Double timeout = options.number("optimize_acknowledge_timeout");
+        if (timeout != null) {
+            params.add("jms.optimizeAcknowledgeTimeOut=" + Math.round(timeout * 1000));
+        }
+        Long redeliveries = options.integer("maximum_redeliveries");
+        if (redeliveries != null) {
+            params.add("jms.redeliveryPolicy.maximumRedeliveries=" + redeliveries);
+        }
+        options.refuseUnused("activemq-client");
+        return new ActiveMQConnectionFactory("tcp://" + host + ":" + port + Provider.query(params));
+    }
+
+    @Override
+    public int individualAcknowledge() {
+        return 4;
+    }
+
+    @Override
+    public Destination destination(Session session, String name) throws JMSException {
+        String plain = Provider.strip(name);
+        return name.startsWith("/queue/") ? session.createQueue(plain) : session.createTopic(plain);
+    }
+}

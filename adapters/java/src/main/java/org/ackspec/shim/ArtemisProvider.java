@@ -1,0 +1,95 @@
+package org.ackspec.shim;
+
+import jakarta.jms.ConnectionFactory;
+import jakarta.jms.Destination;
+import jakarta.jms.JMSException;
+import jakarta.jms.Session;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.activemq.artemis.api.core.SimpleString;
+import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
+import org.apache.activemq.artemis.jms.client.ActiveMQSession;
+
+/**
+ * The Apache ActiveMQ Artemis JMS client (core protocol). The options map one to one onto its
+ * connection URL parameters; prefetch maps onto {@code consumerWindowSize} only for 0 (no buffering),
+ * since the window is counted in bytes, not messages.
+ */
+final class ArtemisProvider implements Provider {
+    @Override
+    public String name() {
+        return "artemis-jakarta-client " + libraryVersion();
+    }
+
+    @Override
+    public String library() {
+        return "org.apache.activemq:artemis-jakarta-client";
+    }
+
+    @Override
+    public String protocol() {
+        return "core";
+    }
+
+    @Override
+    public List<String> features() {
+        return List.of("sync-send-confirmed", "async-send", "send-flags", "transactions", "confirmation-window",
+                "callback-actions", "message-access", "ack-modes", "listener", "recover", "selector",
+                "close-consumer");
+    }
+
+    @Override
+    public ConnectionFactory factory(String host, int port, Options options) throws ShimError {
+        List<String> params = new ArrayList<>();
+        params.add("reconnectAttempts=0");
+        flag(params, options, "block_on_durable_send", "blockOnDurableSend");
+        flag(params, options, "block_on_non_durable_send", "blockOnNonDurableSend");
+        flag(params, options, "block_on_acknowledge", "blockOnAcknowledge");
+        Long window = options.integer("confirmation_window_size");
+        if (window != null) {
+            params.add("confirmationWindowSize=" + window);
+        }
+        Long prefetch = options.integer("prefetch");
+        if (prefetch != null && prefetch != 0) {
+            throw ShimError.notApplicable("artemis counts its consumer window in bytes: no prefetch of " + prefetch
+                    + " messages");
+        }
+        if (prefetch != null) {
+            params.add("consumerWindowSize=0");
+        }
+        options.refuseUnused("artemis-jakarta-client");
+        return new ActiveMQConnectionFactory("tcp://" + host + ":" + port + Provider.query(params));
+    }
+
+    private static void flag(List<String> params, Options options, String option, String parameter) throws ShimError {
+        Boolean value = options.flag(option);
+        if (value != null) {
+            params.add(parameter + "=" + value);
+        }
+    }
+
+    @Override
+    public int individualAcknowledge() {
+        return 101;
+    }
+
+    @Override
+    public Destination destination(Session session, String name) throws JMSException {
+        String plain = Provider.strip(name);
+        return name.startsWith("/queue/") ? session.createQueue(plain) : session.createTopic(plain);
+    }
+
+    @Override
+    public void sendAcknowledgements(Session session, SendAcks sink) throws ShimError {
+        try {
+            ((ActiveMQSession) session).getCoreSession().setSendAcknowledgementHandler(message -> {
+                SimpleString handle = message.getSimpleStringProperty(SimpleString.of(SEND_PROPERTY));
+                if (handle != null) {
+                    sink.acknowledged(handle.toString());
+                }
+            });
+        } catch (ClassCastException e) {
+            throw ShimError.notApplicable("not an Artemis session");
+        }
+    }
+}

@@ -1,0 +1,241 @@
+package org.ackspec.shim;
+
+import jakarta.jms.BytesMessage;
+import jakarta.jms.CompletionListener;
+import jakarta.jms.Connection;
+import jakarta.jms.DeliveryMode;
+import jakarta.jms.Destination;
+import jakarta.jms.JMSException;
+import jakarta.jms.Message;
+import jakarta.jms.MessageProducer;
+import jakarta.jms.Session;
+import java.net.URI;
+import java.util.Base64;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The shim's verbs as plain Jakarta Messaging calls on one connection of the chosen library.
+ *
+ * <p>Nothing here imitates a rule: a send is {@code MessageProducer.send}, a completion is the
+ * library's own {@link CompletionListener} call, reported as an event from inside it. Consumers and
+ * listeners are in {@link Consumers}.
+ */
+final class Driver {
+    /** A session and the completion callbacks of it running now (JMS 7.3.8 counts them). */
+    record SessionState(String handle, Session session, AtomicInteger running) {}
+
+    record ProducerState(String handle, MessageProducer producer, SessionState session) {}
+
+    private static final long CLOSE_LIMIT_SECONDS = 20;
+
+    final Provider provider;
+    final Events events;
+    final Handles<SessionState> sessions = new Handles<>("s");
+    final Handles<ProducerState> producers = new Handles<>("p");
+    final Handles<Message> sends = new Handles<>("m");
+    final Consumers consumers;
+    private volatile Connection connection;
+    private volatile Relay relay;
+    private volatile boolean sendAckHandler;
+
+    Driver(Provider provider, Events events) {
+        this.provider = provider;
+        this.events = events;
+        this.consumers = new Consumers(this);
+    }
+
+    Connection connection() throws ShimError {
+        Connection c = connection;
+        if (c == null) {
+            throw new ShimError("IllegalStateError", "not connected");
+        }
+        return c;
+    }
+
+    Object open(Map<String, Object> args) throws Exception {
+        URI url = URI.create(String.valueOf(args.get("url")));
+        @SuppressWarnings("unchecked")
+        Options options = new Options((Map<String, Object>) args.get("options"));
+        Relay r = new Relay(url.getHost(), url.getPort());
+        try {
+            Connection c = provider.factory("127.0.0.1", r.port(), options).createConnection();
+            c.setExceptionListener(e -> System.err.println("ackspec-shim: connection exception: " + Errors.describe(e)));
+            c.start();
+            relay = r;
+            connection = c;
+        } catch (Exception e) {
+            r.close();
+            throw e;
+        }
+        return null;
+    }
+
+    Object session(Map<String, Object> args) throws Exception {
+        boolean transacted = Boolean.TRUE.equals(args.get("transacted"));
+        int mode = ((Number) args.getOrDefault("ack_mode", 1)).intValue();
+        int libraryMode = mode == 4 ? provider.individualAcknowledge() : mode;
+        if (!transacted && mode != 4 && mode != 1 && mode != 2 && mode != 3) {
+            libraryMode = mode;  // passed on unchanged: the library decides whether it is valid
+        }
+        Session s = connection().createSession(transacted, transacted ? Session.SESSION_TRANSACTED : libraryMode);
+        SessionState state = new SessionState(sessions.reserve(), s, new AtomicInteger());
+        sessions.put(state.handle(), state);
+        if (sendAckHandler) {
+            installSendAcks(state);
+        }
+        return state.handle();
+    }
+
+    Object producer(Map<String, Object> args) throws Exception {
+        SessionState s = sessions.get(args.get("session"));
+        ProducerState state = new ProducerState(producers.reserve(), s.session().createProducer(null), s);
+        producers.put(state.handle(), state);
+        return state.handle();
+    }
+
+    /**
+     * A destination from a STOMP-style name. Any other name is no destination at all: the send is made
+     * with none, which an unidentified producer must refuse in the caller (an error JMS finds in send).
+     */
+    Destination destination(Session session, Object name) throws JMSException {
+        String text = String.valueOf(name);
+        if (text.startsWith("/queue/") || text.startsWith("/topic/")) {
+            return provider.destination(session, text);
+        }
+        return null;
+    }
+
+    Object send(Map<String, Object> args, boolean async) throws Exception {
+        ProducerState p = producers.get(args.get("producer"));
+        Session session = p.session().session();
+        BytesMessage message = session.createBytesMessage();
+        message.writeBytes(Base64.getDecoder().decode(String.valueOf(args.getOrDefault("body_b64", ""))));
+        Object properties = args.get("properties");
+        if (properties instanceof Map<?, ?> map) {
+            for (Map.Entry<?, ?> e : map.entrySet()) {
+                message.setStringProperty(e.getKey().toString(), String.valueOf(e.getValue()));
+            }
+        }
+        String handle = sends.reserve();
+        if (sendAckHandler) {
+            message.setStringProperty(Provider.SEND_PROPERTY, handle);
+        }
+        sends.put(handle, message);
+        int mode = Boolean.FALSE.equals(args.get("persistent")) ? DeliveryMode.NON_PERSISTENT : DeliveryMode.PERSISTENT;
+        Destination destination = destination(session, args.get("destination"));
+        if (async) {
+            Object action = args.get("on_callback");
+            CompletionListener listener = new Completion(this, handle, p, action == null ? null : action.toString());
+            p.producer().send(destination, message, mode, Message.DEFAULT_PRIORITY, Message.DEFAULT_TIME_TO_LIVE,
+                    listener);
+        } else {
+            p.producer().send(destination, message, mode, Message.DEFAULT_PRIORITY, Message.DEFAULT_TIME_TO_LIVE);
+        }
+        return handle;
+    }
+
+    Object touchMessage(Map<String, Object> args) throws ShimError {
+        Message message = sends.get(args.get("send"));
+        try {
+            message.getBody(byte[].class);
+            return "ok";
+        } catch (Exception e) {
+            return Errors.kind(e);
+        }
+    }
+
+    Object messageId(Map<String, Object> args) throws Exception {
+        return sends.get(args.get("send")).getJMSMessageID();
+    }
+
+    Object setSendAckHandler() throws ShimError {
+        sendAckHandler = true;
+        for (SessionState s : sessions.all()) {
+            installSendAcks(s);
+        }
+        return null;
+    }
+
+    private void installSendAcks(SessionState s) throws ShimError {
+        provider.sendAcknowledgements(s.session(), send -> events.emit("send-ack", "send", send));
+    }
+
+    /** Performs a session-level call of a completion or message listener on its own objects. */
+    String act(String action, ProducerState producer, SessionState session) {
+        try {
+            switch (action) {
+                case "close-producer" -> producer.producer().close();
+                case "close-session" -> session.session().close();
+                case "close-connection" -> connection().close();
+                case "commit" -> session.session().commit();
+                case "rollback" -> session.session().rollback();
+                default -> throw ShimError.badRequest("unknown callback action " + action);
+            }
+            return "ok";
+        } catch (Exception e) {
+            return Errors.kind(e);
+        }
+    }
+
+    Object sessionCall(Map<String, Object> args, String op) throws Exception {
+        SessionState s = sessions.get(args.get("session"));
+        switch (op) {
+            case "recover" -> s.session().recover();
+            case "commit" -> s.session().commit();
+            case "rollback" -> s.session().rollback();
+            default -> s.session().close();
+        }
+        return null;
+    }
+
+    Object closeProducer(Map<String, Object> args) throws Exception {
+        producers.get(args.get("producer")).producer().close();
+        return null;
+    }
+
+    /** Closes the connection, bounded: a library that deadlocks in close is reported, not waited on forever. */
+    Object close() throws Exception {
+        Connection c = connection;
+        if (c == null) {
+            return null;
+        }
+        var executor = Executors.newSingleThreadExecutor(runnable -> {
+            Thread t = new Thread(runnable, "ackspec-close");
+            t.setDaemon(true);
+            return t;
+        });
+        try {
+            Future<?> closing = executor.submit(() -> {
+                c.close();
+                return null;
+            });
+            closing.get(CLOSE_LIMIT_SECONDS, TimeUnit.SECONDS);
+        } catch (TimeoutException e) {
+            throw new ShimError("JMSError", "Connection.close() did not return within " + CLOSE_LIMIT_SECONDS + " s");
+        } catch (ExecutionException e) {
+            throw e.getCause() instanceof Exception cause ? cause : e;
+        } finally {
+            executor.shutdown();
+            Relay r = relay;
+            if (r != null) {
+                r.close();
+            }
+        }
+        return null;
+    }
+
+    Object crash() throws ShimError {
+        Relay r = relay;
+        if (r == null) {
+            throw new ShimError("IllegalStateError", "not connected");
+        }
+        r.crash();
+        return null;
+    }
+}

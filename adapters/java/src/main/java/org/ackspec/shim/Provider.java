@@ -1,0 +1,82 @@
+package org.ackspec.shim;
+
+import jakarta.jms.ConnectionFactory;
+import jakarta.jms.Destination;
+import jakarta.jms.JMSException;
+import jakarta.jms.Session;
+import java.util.List;
+
+/**
+ * One JMS client library: how its connection factory is configured from the shim's options, what it
+ * announces, and the few things JMS leaves to the provider (the individual-acknowledge mode's value,
+ * destination names, extension hooks). Everything else is plain Jakarta Messaging in {@link Driver}.
+ */
+interface Provider {
+    /** Library name and version, as announced in the hello line. */
+    String name();
+
+    /** The library's Maven coordinates (group:artifact), the hello line's {@code library}. */
+    String library();
+
+    /** The version of the library in the jar, the hello line's {@code library_version}. */
+    default String libraryVersion() {
+        String[] parts = library().split(":");
+        return Versions.of(parts[0], parts[1]);
+    }
+
+    /** The wire protocol the library speaks: amqp, core or openwire. */
+    String protocol();
+
+    /** The shim protocol features this library really implements. */
+    List<String> features();
+
+    /** A connection factory for the broker at host:port (the shim's relay), configured from options. */
+    ConnectionFactory factory(String host, int port, Options options) throws ShimError;
+
+    /** The session mode value of this library's INDIVIDUAL_ACKNOWLEDGE (the protocol calls it 4). */
+    int individualAcknowledge();
+
+    /** A destination from a STOMP-style name (/queue/NAME, /topic/NAME). */
+    default Destination destination(Session session, String name) throws JMSException {
+        if (name.startsWith("/queue/")) {
+            return session.createQueue(name);
+        }
+        return session.createTopic(name);
+    }
+
+    /** Installs a send-acknowledgement handler on a session (Artemis only). */
+    default void sendAcknowledgements(Session session, SendAcks sink) throws ShimError {
+        throw ShimError.notApplicable(name() + " has no send-acknowledgement handler");
+    }
+
+    /** Where a send-acknowledgement handler reports the send whose confirmation came. */
+    interface SendAcks {
+        void acknowledged(String sendHandle);
+    }
+
+    /** The message property that carries a send's handle to a send-acknowledgement handler. */
+    String SEND_PROPERTY = "ackspec_send";
+
+    static String strip(String name) {
+        if (name.startsWith("/queue/")) {
+            return name.substring("/queue/".length());
+        }
+        if (name.startsWith("/topic/")) {
+            return name.substring("/topic/".length());
+        }
+        return name;
+    }
+
+    /**
+     * The URL query of the options, plus {@code $ACKSPEC_JMS_URL_OPTIONS} (a&amp;b, the library's own URL
+     * options, appended last): how a run tries a library with settings other than its defaults.
+     */
+    static String query(List<String> params) {
+        List<String> all = new java.util.ArrayList<>(params);
+        String extra = System.getenv("ACKSPEC_JMS_URL_OPTIONS");
+        if (extra != null && !extra.isBlank()) {
+            all.add(extra.strip());
+        }
+        return all.isEmpty() ? "" : "?" + String.join("&", all);
+    }
+}
