@@ -44,6 +44,9 @@ ATTACH, TRANSFER, DISPOSITION, DETACH, CLOSE, BEGIN = 0x12, 0x14, 0x15, 0x16, 0x
 TARGET, COORDINATOR = 0x29, 0x30
 REJECTED, ERROR = 0x25, 0x1D
 DECLARE, DISCHARGE = "amqp:declare:list", "amqp:discharge:list"
+# a descriptor is a symbol or its numeric code (proton-j, so Qpid JMS, sends the codes)
+DECLARES: frozenset[int | str] = frozenset({DECLARE, 0x31})
+DISCHARGES: frozenset[int | str] = frozenset({DISCHARGE, 0x32})
 
 
 def _descriptor(value: Any) -> int | str | None:
@@ -218,10 +221,10 @@ class AmqpConfirmationProxy(ConfirmationProxy):
                 body = msg.body
             except Exception:
                 body = None
-            name = str(body.descriptor) if isinstance(body, Described) else ""
-            if name == DECLARE:
+            name = _descriptor(body)
+            if name in DECLARES:
                 command = "BEGIN"
-            elif name == DISCHARGE:
+            elif name in DISCHARGES:
                 values = body.value if isinstance(body, Described) and isinstance(body.value, list) else []
                 command = "ABORT" if _field(values, 1) else "COMMIT"
         answered = self._count(link, command, address)
