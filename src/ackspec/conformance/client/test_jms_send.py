@@ -126,7 +126,9 @@ def test_callback_order_across_destinations_and_mixed_with_sync(cut: ClientUnder
     qa, gate_a, _s, p = _held_producer(cut, env, ClientFeature.ASYNC_SEND, queue="a")
     qb = env.queue("b")  # not held: confirmed at once
     first = cut.async_send(p, qa, b"1")
-    second = cut.async_send(p, qb, b"2")  # confirmed at once, must still wait for the first
+    sending = env.background(lambda: cut.async_send(p, qb, b"2"))  # confirmed at once, must still wait for the first
+    assert sending.returned_within(TIMEOUT), "an asynchronous send waited for an earlier send's confirmation"
+    second = sending.wait()
     cut.sync_send(p, qb, b"3", persistent=False)
     third = cut.async_send(p, qb, b"4")
     gate_a.wait_held(1, TIMEOUT)
@@ -144,7 +146,7 @@ def test_callbacks_serial_per_session_and_never_on_sending_thread(cut: ClientUnd
         cut.async_send(p1, q, b"a%d" % i)
         cut.async_send(p2, q, b"b%d" % i, persistent=False)
     gate.wait_held(5, TIMEOUT)
-    gate.release_all()
+    gate.close()  # releases what is held and stops holding: a client may ask for all ten confirmations
     events = cut.events.wait_count("completion", 10, TIMEOUT)
     assert len(events) == 10
     assert max(e["concurrent"] for e in events) == 1, "two callbacks of one session ran at once"
