@@ -132,3 +132,20 @@ def test_a_plain_run_also_judges_the_reference_client(tmp_path: Path) -> None:
     assert report["targets"][0] == "reference" and report["targets"][1].startswith("client ackspec reference client")
     assert {(c["target"], c["verdict"]) for c in report["cells"] if c["requirement"] == "STOMP-CONTENT-LENGTH"} == {
         ("reference", "pass"), (report["targets"][1], "pass")}
+
+
+def test_a_plain_run_of_client_side_rules_alone_is_the_reference_clients_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    done = ackspec("run", "--only", "JMS-7.3.8-CALLBACK-ORDER", "--out", str(run), "--no-report")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert results(run)["target"]["kind"] == "client" and set(verdicts(run).values()) == {"pass"}
+    assert "JMS-7.3.8-CALLBACK-ORDER" in verdicts(run)
+
+
+def test_a_plain_dry_run_lists_the_client_side_tests_too(tmp_path: Path) -> None:
+    done = ackspec("run", "--dry-run", "--only", "JMS-7.3.8-CALLBACK-ORDER", "--only", "STOMP-CONTENT-LENGTH",
+                   "--out", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    listed = [line.split()[0] for line in done.stdout.splitlines() if "::" in line]
+    assert any("conformance/client/" in n for n in listed)
+    assert any("conformance/suite/" in n for n in listed)

@@ -47,9 +47,14 @@ def preflight_client(args: argparse.Namespace) -> None:
             raise AckspecError(str(exc)) from exc
 
 
+def includes_reference_client(args: argparse.Namespace) -> bool:
+    """A plain run (the embedded broker, no mutant, no --client) covers the reference client too."""
+    return not (args.client or args.target or args.fault or args.restart_command)
+
+
 def wants_reference_client(args: argparse.Namespace) -> bool:
-    """A plain run (embedded broker, real run, no mutant) also judges the reference client."""
-    return not (args.client or args.target or args.fault or args.dry_run or args.restart_command)
+    """A plain run judges the reference client in a sub-run after the broker suite (a dry run only lists it)."""
+    return includes_reference_client(args) and not args.dry_run
 
 
 def client_run_dir(out: Path, client: str = DEFAULT_RUN_CLIENT) -> Path:

@@ -167,7 +167,14 @@ def run(args: argparse.Namespace) -> int:
     import pytest  # noqa: PLC0415
     from rich.console import Console  # noqa: PLC0415
 
-    from ackspec.cli.client_run import client_pytest_args, describe, wants_reference_client  # noqa: PLC0415
+    from ackspec.cli.client_run import (  # noqa: PLC0415
+        DEFAULT_RUN_CLIENT,
+        client_pytest_args,
+        client_run_dir,
+        describe,
+        includes_reference_client,
+        wants_reference_client,
+    )
     from ackspec.conformance.session import new_run_id  # noqa: PLC0415
 
     _preflight(args)
@@ -179,6 +186,12 @@ def run(args: argparse.Namespace) -> int:
     argv = client_pytest_args(args, args.client, run_id, out) if args.client else pytest_args(args, run_id, out)
     started = time.monotonic()
     code, plugin, output = _pytest_pass(argv, args, console)
+    if includes_reference_client(args) and code == pytest.ExitCode.NO_TESTS_COLLECTED:
+        args.client = DEFAULT_RUN_CLIENT  # --only chose client-side rules alone: the reference client's run is the run
+        code, plugin, output = _pytest_pass(client_pytest_args(args, args.client, run_id, out), args, console)
+    elif includes_reference_client(args) and args.dry_run:
+        client_argv = client_pytest_args(args, DEFAULT_RUN_CLIENT, run_id, client_run_dir(out))
+        plugin.collected += _pytest_pass(client_argv, args, console)[1].collected
     elapsed = time.monotonic() - started
     if args.dry_run:
         for nodeid, reqs in plugin.collected:
@@ -192,6 +205,8 @@ def run(args: argparse.Namespace) -> int:
     results = RunResults.read(results_path)
     if results.target.is_client:
         console.print(describe(results.target))
+        if results.extra.get("client_version_note"):
+            console.print(f"[yellow]{results.extra['client_version_note']}[/]")
     _print_table(console, results)
     _note_unexercised(console, results)
     bad = [t for t in results.tests if is_failure(t.verdict, strict=args.strict)]
