@@ -17,6 +17,7 @@ from ackspec.reference.broker.acl import load_acl
 from ackspec.reference.broker.auth import Authenticator, load_users
 from ackspec.reference.broker.model import CoreConfig
 from ackspec.reference.broker.trace import Tracer
+from ackspec.reference.flow import DEFAULT_MAX_QUEUED_BYTES, ProducerFlow
 from ackspec.reference.journal.log import RECOVERY_MODES
 from ackspec.reference.limits import AmqpLimits
 from ackspec.reference.server import BrokerServer, new_event_loop
@@ -86,6 +87,9 @@ def register(subparsers: Any) -> None:
                         "(default 4 MiB)")
     p.add_argument("--max-transactions", type=int, default=100, metavar="N",
                    help="open transactions per connection (default 100)")
+    p.add_argument("--max-queued-bytes", type=int, default=DEFAULT_MAX_QUEUED_BYTES, metavar="BYTES",
+                   help="stop reading from producers while the stored messages (bodies + ~400 bytes each) exceed "
+                        "this, until they drop to 80%% of it (default 256 MiB; 0 = no flow control)")
     p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="time a connection has to complete CONNECT / AMQP open (default 10; 0 = no limit)")
     p.add_argument("--idle-timeout", type=float, default=600.0, metavar="SECONDS",
@@ -106,38 +110,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.max_redeliveries < 0:
-        raise AckspecError("--max-redeliveries must be >= 0")
-    for flag in ("max_frame", "max_transactions", "max_connections", "connect_timeout", "idle_timeout"):
-        if getattr(args, flag) < 0:
-            raise AckspecError(f"--{flag.replace('_', '-')} must be >= 0")
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise AckspecError("--tls-cert and --tls-key go together")
-    tls = server_context(args.tls_cert, args.tls_key) if args.tls_cert else None
-    users = load_users(args.users) if args.users else {}
-    auth = Authenticator(users, allow_anonymous=args.allow_anonymous or not args.users,
-                         acl=load_acl(args.acl) if args.acl else None)
-    server = BrokerServer(
-        host=args.stomp[0],
-        port=args.stomp[1],
-        data_dir=args.data,
-        core_config=CoreConfig(max_redeliveries=args.max_redeliveries,
-                               sync_transactional=not args.no_sync_transactional,
-                               sync_non_transactional=not args.no_sync_non_transactional),
-        session_config=SessionConfig(max_frame=args.max_frame, max_transactions=args.max_transactions,
-                                     connect_timeout=args.connect_timeout, idle_timeout=args.idle_timeout),
-        auth=auth,
-        tracer=Tracer(log_hits=args.trace),
-        max_connections=args.max_connections,
-        control=args.control,
-        amqp=args.amqp,
-        journal_recover=args.recover,
-        control_token=_control_token(args.control_token_file),
-        tls=tls,
-        amqp_limits=AmqpLimits(max_connections=args.max_connections, max_message_size=args.max_frame,
-                               max_transactions=args.max_transactions, open_timeout=args.connect_timeout,
-                               idle_timeout=args.idle_timeout),
-    )
+    server = build_server(args)
+    tls = server.tls
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -178,6 +152,44 @@ def run(args: argparse.Namespace) -> int:
     finally:
         loop.close()
     return 0
+
+
+def build_server(args: argparse.Namespace) -> BrokerServer:
+    """The server the flags describe; bad values are one :class:`AckspecError` line."""
+    if args.max_redeliveries < 0:
+        raise AckspecError("--max-redeliveries must be >= 0")
+    for flag in ("max_frame", "max_queued_bytes", "max_transactions", "max_connections", "connect_timeout",
+                 "idle_timeout"):
+        if getattr(args, flag) < 0:
+            raise AckspecError(f"--{flag.replace('_', '-')} must be >= 0")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise AckspecError("--tls-cert and --tls-key go together")
+    tls = server_context(args.tls_cert, args.tls_key) if args.tls_cert else None
+    users = load_users(args.users) if args.users else {}
+    auth = Authenticator(users, allow_anonymous=args.allow_anonymous or not args.users,
+                         acl=load_acl(args.acl) if args.acl else None)
+    return BrokerServer(
+        host=args.stomp[0],
+        port=args.stomp[1],
+        data_dir=args.data,
+        core_config=CoreConfig(max_redeliveries=args.max_redeliveries,
+                               sync_transactional=not args.no_sync_transactional,
+                               sync_non_transactional=not args.no_sync_non_transactional),
+        session_config=SessionConfig(max_frame=args.max_frame, max_transactions=args.max_transactions,
+                                     connect_timeout=args.connect_timeout, idle_timeout=args.idle_timeout),
+        auth=auth,
+        tracer=Tracer(log_hits=args.trace),
+        max_connections=args.max_connections,
+        control=args.control,
+        amqp=args.amqp,
+        journal_recover=args.recover,
+        control_token=_control_token(args.control_token_file),
+        tls=tls,
+        flow=ProducerFlow(args.max_queued_bytes),
+        amqp_limits=AmqpLimits(max_connections=args.max_connections, max_message_size=args.max_frame,
+                               max_transactions=args.max_transactions, open_timeout=args.connect_timeout,
+                               idle_timeout=args.idle_timeout),
+    )
 
 
 def tune_collector() -> None:

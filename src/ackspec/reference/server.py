@@ -64,6 +64,7 @@ from ackspec.reference.broker.hub import Hub
 from ackspec.reference.broker.model import CoreConfig
 from ackspec.reference.broker.trace import Tracer
 from ackspec.reference.faults import FaultInjector, FaultRule
+from ackspec.reference.flow import ProducerFlow
 from ackspec.reference.journal import Journal
 from ackspec.reference.limits import AmqpLimits
 from ackspec.reference.stomp.codec import encode
@@ -126,7 +127,11 @@ class BrokerServer:
         control_token: str | None = None,
         tls: ssl.SSLContext | None = None,
         amqp_limits: AmqpLimits | None = None,
+        flow: ProducerFlow | None = None,
     ) -> None:
+        self.flow = flow or ProducerFlow()
+        """Producer flow control (:mod:`~ackspec.reference.flow`): producers wait while too much is stored."""
+        self._paused: dict[str, _StompProtocol] = {}
         self.amqp_limits = amqp_limits or AmqpLimits(max_connections=max_connections)
         """The AMQP listener's limits (:mod:`~ackspec.reference.limits`)."""
         self.tls = tls
@@ -198,6 +203,7 @@ class BrokerServer:
         if self.amqp_address is not None:
             self.amqp_listener = AmqpListener(self.hub, self.auth, on_activity=self._amqp_activity,
                                               limits=self.amqp_limits)
+            self.amqp_listener.flow = self.flow
             self.amqp_address = await self.amqp_listener.start(*self.amqp_address, ssl=self.tls)
         self._ticker = self.loop.create_task(self._tick_forever())
 
@@ -363,9 +369,26 @@ class BrokerServer:
             self._flush_scheduled = scheduled
         self.flush()  # writes the receipts and starts the next group if more records arrived
 
+    def pause_producer(self, proto: _StompProtocol) -> None:
+        """Stop reading a producer-only STOMP connection while too much is stored (flow control)."""
+        if proto.transport is not None and proto.session.conn_id not in self._paused:
+            proto.transport.pause_reading()
+            self._paused[proto.session.conn_id] = proto
+            self.flow.paused += 1
+
+    def _resume_producers(self) -> None:
+        for proto in self._paused.values():
+            if not proto.closed and proto.transport is not None:
+                proto.transport.resume_reading()
+        self._paused.clear()
+        if self.amqp_listener is not None:
+            self.amqp_listener.resume_producers()
+
     async def _tick_forever(self) -> None:
         while True:
             await asyncio.sleep(TICK_SECONDS)
+            if self.flow.paused and self.flow.may_resume():
+                self._resume_producers()
             now = self.clock()
             for p in list(self.protocols.values()):
                 s = p.session
@@ -489,6 +512,8 @@ class _StompProtocol(asyncio.Protocol):
         finally:
             server._flush_scheduled = scheduled
         server.after_input(self)
+        if server.flow.limit and self.session.producer_only and server.flow.over():
+            server.pause_producer(self)
 
     def flush(self) -> None:
         if self.closed or self.transport is None:
@@ -518,6 +543,7 @@ class _StompProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.server._paused.pop(self.session.conn_id, None)
         if self.egress is not None:
             self.egress.connection_lost()
         self.server.protocols.pop(self.session.conn_id, None)
@@ -573,7 +599,9 @@ class EmbeddedBroker:
         journal_recover: str = "refuse",
         tls: ssl.SSLContext | None = None,
         amqp_limits: AmqpLimits | None = None,
+        flow: ProducerFlow | None = None,
     ) -> None:
+        self.flow = flow
         self.amqp_limits = amqp_limits
         self.tls = tls
         """Server-side TLS context: the listeners speak ``stomp+ssl://`` and ``amqps://``."""
@@ -632,6 +660,7 @@ class EmbeddedBroker:
         control = self.control if isinstance(self.control, tuple) else None
         self.server = BrokerServer(host=self.host, port=self.port, data_dir=self.data_dir,
                                    control_token=self.control_token, tls=self.tls, amqp_limits=self.amqp_limits,
+                                   flow=self.flow,
                                    core_config=self.core_config, session_config=self.session_config,
                                    auth=self.auth, faults=self.faults, tracer=self.tracer, control=control,
                                    amqp=self.amqp, egress=self.egress, journal_recover=self.journal_recover)

@@ -265,6 +265,11 @@ class AmqpConnection:
         self._rewriter = (FrameRewriter(self._mutant)
                           if faults is not None and faults.any_mutant else None)
 
+    @property
+    def producer_only(self) -> bool:
+        """It has links it sends messages on and none it receives on (see :mod:`ackspec.reference.flow`)."""
+        return bool(self._in_links) and not self._out_by_sub
+
     # -- bytes in/out ------------------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> None:

@@ -21,6 +21,7 @@ from typing import cast
 from ackspec.reference.amqp.connection import RECEIVE_WINDOW, AmqpConnection
 from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.hub import Hub
+from ackspec.reference.flow import ProducerFlow
 from ackspec.reference.limits import AmqpLimits
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,8 @@ class AmqpProtocol(asyncio.Protocol):
         self._last_input = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._accepted = False
+        self.flow: ProducerFlow | None = None
+        self.paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # not isinstance: uvloop's transports implement the interface without subclassing it
@@ -81,7 +84,7 @@ class AmqpProtocol(asyncio.Protocol):
             return
         loop = asyncio.get_running_loop()
         due = self._last_input + self.limits.idle_timeout
-        if loop.time() >= due:
+        if loop.time() >= due and not self.paused:
             log.info("AMQP connection %s: idle for %g s, closing", self.conn.conn_id, self.limits.idle_timeout)
             self._abort()
             return
@@ -99,6 +102,17 @@ class AmqpProtocol(asyncio.Protocol):
         self.flush()
         if self.on_activity is not None:
             self.on_activity()
+        if self.flow is not None and self.conn.producer_only and self.flow.over() and self.transport is not None:
+            self.transport.pause_reading()  # producer flow control (see ackspec.reference.flow)
+            self.flow.paused += 1
+            self.paused = True
+
+    def resume(self) -> None:
+        """The stored messages are under the low-water mark again: read this producer again."""
+        if self.paused and self.transport is not None and not self._closing:
+            self.paused = False
+            self._last_input = asyncio.get_running_loop().time()  # paused time is not idle time
+            self.transport.resume_reading()
 
     def eof_received(self) -> bool | None:
         self.flush()
@@ -164,6 +178,8 @@ class AmqpListener:
                  limits: AmqpLimits | None = None) -> None:
         """``on_activity`` runs after every batch of input: the server writes the journal there."""
         self.limits = limits or AmqpLimits()
+        self.flow: ProducerFlow | None = None
+        """Producer flow control shared with the server (None: none)."""
         self.on_activity = on_activity
         self.hub = hub
         self.receive_window = receive_window
@@ -185,8 +201,14 @@ class AmqpListener:
             log.warning("AMQP: connection refused, the limit of %d connections is reached", self.limits.max_connections)
             return False
         self.protocols[conn_id] = protocol
+        protocol.flow = self.flow
         self.hub.attach(conn_id, protocol.conn)
         return True
+
+    def resume_producers(self) -> None:
+        """Read every producer the flow control paused again."""
+        for protocol in list(self.protocols.values()):
+            protocol.resume()
 
     async def start(self, host: str, port: int, *, ssl: SSLContext | None = None) -> tuple[str, int]:
         """Listen (over TLS with ``ssl``); returns the bound (host, port) (``port=0`` picks a free one)."""

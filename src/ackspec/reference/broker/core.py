@@ -66,10 +66,19 @@ PASS_OVER_LIMIT = 200
 ActiveMQ looks at most at a page of 200 messages (maxPageSize) the same way."""
 
 
-class _Entry:
-    """One message in one queue, with its per-queue delivery state."""
+ENTRY_OVERHEAD = 400
+"""Bytes a stored message costs besides its body (entry, message tuple, ids, headers): an estimate."""
 
-    __slots__ = ("delivery_count", "excluded", "msg", "pos", "redelivered")
+
+class _Entry:
+    """One message in one queue, with its per-queue delivery state.
+
+    ``_Entry.live_bytes`` counts the bodies (plus :data:`ENTRY_OVERHEAD`) of every entry alive in this
+    process, however it leaves (acknowledged, dead-lettered, its queue deleted): the producer flow control
+    of the hosts reads it (:func:`stored_bytes`) without the core tracking every way out."""
+
+    __slots__ = ("delivery_count", "excluded", "msg", "pos", "redelivered", "size")
+    live_bytes = 0
 
     def __init__(self, msg: Message, pos: int, delivery_count: int = 0, redelivered: bool = False) -> None:
         self.msg = msg
@@ -77,6 +86,14 @@ class _Entry:
         self.delivery_count = delivery_count
         self.redelivered = redelivered
         self.excluded: set[tuple[ConnId, str]] | None = None
+        try:
+            self.size = len(msg.body) + ENTRY_OVERHEAD
+        except TypeError:  # a body without a length: count the overhead only
+            self.size = ENTRY_OVERHEAD
+        _Entry.live_bytes += self.size
+
+    def __del__(self) -> None:
+        _Entry.live_bytes -= self.size
 
     def __lt__(self, other: _Entry) -> bool:
         return self.pos < other.pos
@@ -131,6 +148,11 @@ class _Queue:
 
     def messages(self) -> list[_Entry]:
         return sorted([*self.returned, *self.ready, *self.parked])
+
+
+def stored_bytes() -> int:
+    """Estimated memory of the messages held by every broker core in this process (see :class:`_Entry`)."""
+    return _Entry.live_bytes
 
 
 @dataclass(eq=False)

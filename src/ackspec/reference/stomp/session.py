@@ -199,6 +199,8 @@ class StompSession:
         self._last_send = now
         self._opened_at = now
         self._pre_connect_bytes = 0
+        self.sends = 0
+        """SEND frames handled (producer flow control pauses producer-only connections: :mod:`..flow`)."""
         self._open_txs: set[str] = set()  # names BEGIN opened and no COMMIT/ABORT ended (the limit's count)
         self.on_output: Callable[[], None] | None = None
         """Called when output becomes pending (the host schedules a flush)."""
@@ -370,6 +372,7 @@ class StompSession:
                 return
             if receipt is not None:
                 self._receipt_dest[receipt] = dest  # receipt-side rules match on the SEND's destination
+        self.sends += 1
         token: object = receipt if receipt is not None else _NO_RECEIPT
         if policy is not None and policy.mode == "batch" and receipt is not None and tx is None:
             token = ("batch", receipt)
@@ -527,6 +530,7 @@ class StompSession:
     def _settle(self, frame: Frame, did: int, *, nack: bool) -> None:
         tx = frame.get("transaction")
         receipt = frame.get("receipt")
+        self.sends += 1
         token: object = receipt if receipt is not None else _NO_RECEIPT
         settlement = ACCEPT
         if nack:
@@ -802,6 +806,11 @@ class StompSession:
         out = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
         return out
+
+    @property
+    def producer_only(self) -> bool:
+        """It has sent messages and consumes none (pausing it cannot hold back acknowledgements)."""
+        return self.sends > 0 and not self._sub_modes
 
     @property
     def has_output(self) -> bool:
