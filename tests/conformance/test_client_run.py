@@ -77,6 +77,13 @@ def test_client_run_writes_a_run_directory_judged_with_the_client_profile(tmp_pa
     assert verdicts(run) == {COMMIT: "deviation", "ARTEMIS-TRANSACTED-SENDS-DO-NOT-BLOCK": "pass",
                              "JMS-7.2-SYNC-SEND-CONFIRMED": "pass"}
     assert (run / "junit.xml").is_file() and any((run / "allure-results").iterdir())
+    # the evidence: stomp.py wrote COMMIT without asking for a receipt, so nothing could hold its answer
+    entry = next(t for t in results(run)["tests"] if t["requirement"] == COMMIT)
+    assert entry["history"].startswith("client-logs/")
+    wire = [json.loads(line) for line in (run / entry["history"]).read_text(encoding="utf-8").splitlines()]
+    commits = [w for w in wire if w.get("command") == "COMMIT"]
+    assert commits and all("receipt" not in w["headers"] for w in commits)
+    assert not any("released" in w for w in wire)
     report = json.loads((run / "report" / "report.json").read_text(encoding="utf-8"))
     assert report["targets"] == [f"client stomp.py {target['version']} (stomp, reference)"]
     assert "client-side suite: stomp.py" in done.stdout and "client profile stomp.py-9.0" in done.stdout
@@ -149,3 +156,11 @@ def test_a_plain_dry_run_lists_the_client_side_tests_too(tmp_path: Path) -> None
     listed = [line.split()[0] for line in done.stdout.splitlines() if "::" in line]
     assert any("conformance/client/" in n for n in listed)
     assert any("conformance/suite/" in n for n in listed)
+
+
+def test_client_evidence_keeps_no_credentials() -> None:
+    from ackspec.conformance.client_evidence import _redacted  # noqa: PLC0415
+
+    entry = {"command": "CONNECT", "headers": {"login": "admin", "passcode": "admin", "host": "/"}}
+    assert _redacted(entry)["headers"] == {"login": "admin", "passcode": "***", "host": "/"}
+    assert entry["headers"]["passcode"] == "admin"  # the proxy's own record is left alone

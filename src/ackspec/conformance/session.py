@@ -187,6 +187,12 @@ class SuiteSession:
             raise pytest.UsageError(str(exc)) from exc
         return client
 
+    def client_log_path(self, nodeid: str) -> Path | None:
+        """Where a judged client-side test keeps its evidence (client events, wire frames); None otherwise."""
+        if self.client is None or nodeid not in self.states:
+            return None
+        return self.run_dir.client_log_path(nodeid)
+
     def note_client(self, cut: Any, broker: str) -> None:
         """The client-side fixtures report each client they build (its library, version and broker)."""
         if self.client is not None:
@@ -249,7 +255,7 @@ class SuiteSession:
             state = self.states[nodeid]
             if not state.decided:
                 continue  # deselected or not run
-            history = self.run_dir.history_path(nodeid)
+            history = self.run_dir.client_log_path(nodeid) if self.client else self.run_dir.history_path(nodeid)
             rel = str(history.relative_to(self.out_dir)) if history.exists() else None
             for v in state.verdicts:
                 message = v.message

@@ -9,6 +9,7 @@ disagree about a file name::
       histories/<test>.jsonl  one file per test, JSON lines of ackspec.history.Record
       histories.parquet/      optional: the same records as Parquet,
                               partitioned run=<run id>/target=<target>/
+      client-logs/<test>.jsonl  a client-side run's evidence per test (client events, wire frames)
       junit.xml               JUnit XML of the pytest run
       allure-results/         allure-pytest output (+ environment.properties, categories.json
                               written by ``ackspec report``)
@@ -31,6 +32,7 @@ RESULTS_FILE = "results.json"
 HISTORIES_DIR = "histories"
 HISTORY_SUFFIX = ".jsonl"
 HISTORIES_PARQUET = "histories.parquet"
+CLIENT_LOGS_DIR = "client-logs"
 JUNIT_FILE = "junit.xml"
 ALLURE_DIR = "allure-results"
 BENCH_FILE = "bench.json"
@@ -96,6 +98,14 @@ class RunDir:
 
     def history_path(self, test: str) -> Path:
         return self.histories / history_file_name(test)
+
+    @property
+    def client_logs(self) -> Path:
+        return self.root / CLIENT_LOGS_DIR
+
+    def client_log_path(self, test: str) -> Path:
+        """A client-side test's evidence: the client's events and what it wrote on the wire (JSON lines)."""
+        return self.client_logs / history_file_name(test)
 
     def history_files(self) -> list[Path]:
         """The JSON-lines histories, sorted by name."""

@@ -256,6 +256,19 @@ class ConfirmationProxy:
                     return i
             return None
 
+    def wire_log(self) -> list[dict[str, object]]:
+        """What the client wrote, in order (command, destination, connection; a STOMP frame's headers), and
+        when each held answer was released (after how many client frames): a test's wire evidence."""
+        with self._lock:
+            frames: list[dict[str, object]] = [
+                {"frame": i, "command": c, "destination": d, "connection": link}
+                for i, (c, d, link) in enumerate(self._frames_seen, 1)]
+            if len(self.client_frames) == len(frames):  # STOMP: the headers too (e.g. whether a receipt was asked)
+                for entry, (_, frame) in zip(frames, self.client_frames, strict=True):
+                    entry["headers"] = dict(frame.headers)
+            releases: list[dict[str, object]] = [{"released": r, "after_frames": n} for r, n in self.release_log]
+        return frames + releases
+
     def released_after(self, receipt_id: str) -> int | None:
         """How many client frames had been seen when ``receipt_id`` was released (None: not released)."""
         with self._lock:

@@ -22,6 +22,7 @@ import pytest
 
 from ackspec.conformance.client.cut import ClientUnderTest, CutError, NotApplicable
 from ackspec.conformance.client.registry import factory
+from ackspec.conformance.client_evidence import ClientEvidence
 from ackspec.conformance.client_target import REFERENCE_BROKER, client_spec
 from ackspec.reference.client import ConnectionFactory, Message
 from ackspec.reference.confirmations import ConfirmationProxy
@@ -283,12 +284,24 @@ def make_cut(request: pytest.FixtureRequest, env: Env) -> Iterator[Callable[...,
     """Open a client under test (through the proxy) with options; closed after the test.
 
     Each client built is reported to the suite session, which names the library, its version and
-    the broker in results.json (a run of the client-side suite judges the client)."""
+    the broker in results.json (a run of the client-side suite judges the client); in such a run
+    the test's client events and wire frames are kept as its evidence (client-logs/)."""
     suite = request.config.pluginmanager.get_plugin("ackspec-suite")
     note = getattr(suite, "note_client", None)
-    with opened_clients(factory(client_name(request.config)), env,
-                        on_build=(lambda cut: note(cut, env.broker_name)) if note else None) as make:
+    log = getattr(suite, "client_log_path", lambda _nodeid: None)(request.node.nodeid)
+    evidence = ClientEvidence(env)
+
+    def built(cut: ClientUnderTest) -> None:
+        evidence.built(cut)
+        if note is not None:
+            note(cut, env.broker_name)
+
+    with opened_clients(factory(client_name(request.config)), env, on_build=built,
+                        before_close=evidence.capture_wire) as make:
         yield make
+    if log is not None:
+        evidence.capture_wire()
+        evidence.write(log)
 
 
 @contextlib.contextmanager
