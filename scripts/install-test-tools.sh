@@ -18,3 +18,7 @@ for dir in tests/interop tests/interop_amqp; do
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 done
+
+# the Java shim around the real JMS clients (Artemis, ActiveMQ Classic, Qpid JMS), from Maven Central
+echo "install-test-tools: building the Java JMS shim (adapters/java)"
+bash adapters/java/build.sh
