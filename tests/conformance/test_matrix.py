@@ -15,8 +15,22 @@ def test_one_broker_over_two_protocols_gets_two_columns() -> None:
     text = render([_run("a", "stomp://127.0.0.1:61614", "stomp", Verdict.PASS),
                    _run("b", "amqp://127.0.0.1:5672", "amqp", Verdict.DEVIATION)])
     header = next(line for line in text.splitlines() if line.startswith("| requirement"))
-    assert "rabbitmq-3.10 stomp" in header and "rabbitmq-3.10 amqp" in header
+    assert "rabbitmq-3.10 (STOMP)" in header and "rabbitmq-3.10 (AMQP 1.0)" in header
     row = next(line for line in text.splitlines() if line.startswith("| STOMP-ACK-AUTO"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] != cells[3]  # pass on one column, deviation on the other
-    assert "**rabbitmq-3.10 amqp** `STOMP-ACK-AUTO` (deviation): documented" in text
+    assert "**rabbitmq-3.10 (AMQP 1.0)** `STOMP-ACK-AUTO` (deviation): documented" in text
+
+
+def test_report_matrix_and_cli_name_a_target_alike() -> None:
+    """One name per target everywhere: the report's column is the matrix's column, protocol included."""
+    from ackspec.cli.run_cmd import target_label  # noqa: PLC0415
+    from ackspec.pipeline.report import target_name  # noqa: PLC0415
+
+    for url, protocol, name in (("reference://embedded", "stomp", "reference (STOMP)"),
+                                ("reference+amqp://embedded", "amqp", "reference (AMQP 1.0)")):
+        run = RunResults(run_id="r", started="s", finished="f", tests=(),
+                         target=TargetInfo(url=url, profile="reference", protocol=protocol))
+        assert target_name(run) == name
+        assert f"| {name} |" in render([run])
+        assert target_label(url, None) == name

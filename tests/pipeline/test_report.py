@@ -67,27 +67,27 @@ def test_report_matrix_coverage_history_and_outputs(runs: list[RunDir], tmp_path
     out = tmp_path / "out"
     summary = build_report([str(tmp_path / "run*")], out, engine="python")
     assert summary.runs == 3
-    assert summary.targets == ("rabbitmq-3.10", "reference")
+    assert summary.targets == ("rabbitmq-3.10 (STOMP)", "reference (STOMP)")
     data = json.loads(summary.json.read_text())
     cells = {(c["requirement"], c["target"]): c for c in data["cells"]}
-    flip = cells[(REQ_FLIP, "reference")]
+    flip = cells[(REQ_FLIP, "reference (STOMP)")]
     assert flip["verdict"] == "fail" and flip["last_run"] == "run2" and flip["seed"] == 42
     assert flip["failing_operations"] == [5, 9]
     assert [t["test"] for t in flip["tests"]] == ["tests/conformance/test_order.py::test_per_producer_order"]
-    assert cells[(REQ_PASS, "rabbitmq-3.10")]["verdict"] == "pass"
+    assert cells[(REQ_PASS, "rabbitmq-3.10 (STOMP)")]["verdict"] == "pass"
     # the injected loss of the last run is found and attached to its requirement's cell
-    lost = cells[(REQUIREMENTS[AnomalyKind.LOST], "reference")]
+    lost = cells[(REQUIREMENTS[AnomalyKind.LOST], "reference (STOMP)")]
     assert [a["kind"] for a in lost["anomalies"]] == ["lost"] and lost["anomalies"][0]["run"] == "run2"
     assert lost["verdict"] == "indeterminate"
-    assert data["flaky"] == [{"requirement": REQ_FLIP, "target": "reference", "code_version": "abc123"}]
+    assert data["flaky"] == [{"requirement": REQ_FLIP, "target": "reference (STOMP)", "code_version": "abc123"}]
     assert data["history"][0]["changes"][0]["from"] == "pass" and data["history"][0]["changes"][0]["to"] == "fail"
     coverage = data["coverage"]
     assert "tests/conformance/test_misc.py::test_uncited" in coverage["tests_without_requirement"]
-    assert "JMS-3.5.11-DELIVERY-COUNT-FIRST-ONE" in coverage["never_run_against_target"]["rabbitmq-3.10"]
-    assert REQ_FLIP not in coverage["never_run_against_target"]["rabbitmq-3.10"]
+    assert "JMS-3.5.11-DELIVERY-COUNT-FIRST-ONE" in coverage["never_run_against_target"]["rabbitmq-3.10 (STOMP)"]
+    assert REQ_FLIP not in coverage["never_run_against_target"]["rabbitmq-3.10 (STOMP)"]
     assert len(coverage["normative_without_test"]) > 0
     rows = list(csv.DictReader(summary.csv.open()))
-    assert {(r["requirement"], r["target"], r["verdict"]) for r in rows} >= {(REQ_FLIP, "reference", "fail")}
+    assert {(r["requirement"], r["target"], r["verdict"]) for r in rows} >= {(REQ_FLIP, "reference (STOMP)", "fail")}
     page = summary.html.read_text()
     assert "data:image/png;base64," in page and "http://" not in page and "https://" not in page
     for run in runs:

@@ -4,7 +4,7 @@
         --out docs/conformance-matrix.md
 
 Each RUN is a run directory of ``ackspec run`` (or a glob). One column per run,
-labelled by the target's profile (else its URL) and protocol; a cell is the requirement's
+labelled by the target's label (profile, else URL, and protocol, as in the report); a cell is the requirement's
 combined verdict in that run. Deviations are listed under the table with the
 profile's reason, so the document explains itself.
 """
@@ -44,13 +44,8 @@ def _duration(results: RunResults) -> str:
 
 
 def column_label(run: RunResults) -> str:
-    """A column's name: the profile (else the URL), with the protocol, since one broker speaks several;
-    a client run's library, version, protocol and broker."""
-    if run.target.is_client:
-        return run.target.client_label()
-    name = run.target.profile or run.target.url
-    protocol = run.target.protocol or run.target.url.split(":", 1)[0]
-    return f"{name} {protocol}" if protocol else name
+    """A column's name: the target's label, the same as in the CLI and the report (``reference (STOMP)``)."""
+    return run.target.label
 
 
 def render(runs: list[RunResults]) -> str:

@@ -91,11 +91,11 @@ class _Run:
 
 
 def target_name(results: RunResults) -> str:
-    """The column a run belongs to: its profile, else its target URL; a client run's library, version,
-    protocol and broker."""
-    if results.target.is_client:
-        return results.target.client_label()
-    return results.target.profile or results.target.url
+    """The column a run belongs to: the target's label (profile, else URL, and protocol; a client run's library).
+
+    The protocol is part of it: the STOMP and AMQP runs of one broker (one profile) are two
+    targets, never one column where the later run hides the earlier one."""
+    return results.target.label
 
 
 # --- loading ----------------------------------------------------------------------------------------
@@ -428,7 +428,7 @@ def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: An
                   "broker": r.results.target.broker, "profile": r.results.target.profile,
                   "code_version": r.results.code_version,
                   "seed": r.results.seed, "strict": r.results.strict, "tests": len(r.results.tests),
-                  "dir": str(r.dir.root)} for r in runs],
+                  "interrupted": r.results.interrupted, "dir": str(r.dir.root)} for r in runs],
         "targets": targets,
         "requirements": {rid: r for rid, r in requirements.items() if rid in shown},
         "cells": cells,

@@ -7,7 +7,7 @@ Schema ``ackspec.results/1``::
       "run_id": "20261122T103200-ab12cd",
       "started": "2026-11-22T10:32:00+00:00", "finished": "...",
       "ackspec_version": "0.1.0", "code_version": "<git sha or version>",
-      "seed": 1234, "strict": false,
+      "seed": 1234, "strict": false, "interrupted": false,
       "target": {"url": "stomp://127.0.0.1:61613", "profile": "rabbitmq-3.10",
                  "protocol": "stomp", "adapter": "stomp.py", "kind": "broker",
                  "library": null, "version": null, "broker": null},
@@ -44,6 +44,10 @@ class ResultsFormatError(ValueError):
     """A results file that cannot be read; the message is one readable line."""
 
 
+PROTOCOL_NAMES = {"stomp": "STOMP", "amqp": "AMQP 1.0"}
+"""How a protocol is named to people (target labels in the CLI, the report and the matrix)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TargetInfo:
     """What a run judged: a broker (``kind`` "broker"), or a client library (``kind`` "client").
@@ -73,6 +77,28 @@ class TargetInfo:
         where = ", ".join(part for part in (self.protocol, self.broker, via) if part)
         return f"client {name} ({where})" if where else f"client {name}"
 
+    @property
+    def label(self) -> str:
+        """The target's one name everywhere (CLI, report column, matrix column): ``reference (STOMP)``.
+
+        The profile (else the URL) with the protocol, because one broker and one profile speak
+        several protocols and their verdicts must never share a column.
+        """
+        if self.is_client:
+            return self.client_label()
+        name = self.profile or self.url
+        protocol = self.protocol or protocol_of_url(self.url)
+        return f"{name} ({PROTOCOL_NAMES.get(protocol, protocol)})" if protocol else name
+
+
+def protocol_of_url(url: str) -> str:
+    """``stomp`` / ``amqp`` from a target URL: ``reference+amqp://`` is AMQP, the embedded
+    ``reference://`` STOMP, otherwise the scheme."""
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if "+" in scheme:
+        return scheme.split("+")[-1]
+    return "stomp" if scheme in ("reference", "embedded") else scheme
+
 
 @dataclass(frozen=True, slots=True)
 class TestResult:
@@ -101,6 +127,8 @@ class RunResults:
     ackspec_version: str = ""
     code_version: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    interrupted: bool = False
+    """The run was cut short (Ctrl-C): its verdicts are partial and it is never conformant."""
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -134,6 +162,7 @@ class RunResults:
                 target=TargetInfo(**data["target"]), tests=tests, seed=data.get("seed"),
                 strict=data.get("strict", False), ackspec_version=data.get("ackspec_version", ""),
                 code_version=data.get("code_version", ""), extra=data.get("extra", {}),
+                interrupted=bool(data.get("interrupted", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ResultsFormatError(f"{path}: malformed results file ({exc})") from exc
