@@ -34,7 +34,9 @@ tr.req:hover td{outline:1px solid #90a4ae}.muted{color:#777}.lvl{font-size:11px;
 #panel.open{display:block}#panel pre{white-space:pre-wrap;background:#f5f5f5;padding:6px}
 .legend span{display:inline-block;color:#fff;padding:2px 8px;margin:2px;border-radius:3px}
 .cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #ddd;padding:8px 12px;
-border-radius:4px}.card b{font-size:20px;display:block}input#filter{padding:4px 8px;width:320px}
+border-radius:4px}.card small{display:block;max-width:260px;color:#555}
+.interrupted{background:#fff3e0;border:2px solid #e65100;padding:8px 12px}
+.card b{font-size:20px;display:block}input#filter{padding:4px 8px;width:320px}
 img.plot{max-width:640px;border:1px solid #ddd;background:#fff;margin:4px}
 button.close{float:right}
 """
@@ -152,6 +154,21 @@ def plots(figures: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return out
 
 
+INDETERMINATE_SENDS = ("sends with no confirmation either way: sent without asking for a receipt (fire-and-forget, "
+                       "pre-settled) or cut off before the answer; never counted as lost or ok, not a failure")
+
+
+def interrupted_banner(runs: list[dict[str, Any]]) -> str:
+    """A warning above everything when a run was cut short: its verdicts are partial, never conformant."""
+    cut = [r for r in runs if r.get("interrupted")]
+    if not cut:
+        return ""
+    names = ", ".join(f"{r['run']} ({r['target']})" for r in cut)
+    return (f'<section class="interrupted"><h2>Interrupted: partial results</h2><p>{len(cut)} run(s) were '
+            f"interrupted (Ctrl-C) before every test ran: {_e(names)}. Their verdicts are partial and do not "
+            "show conformance.</p></section>")
+
+
 def render_html(data: dict[str, Any]) -> str:
     targets: list[str] = data["targets"]
     cells = {(c["requirement"], c["target"]): c for c in data["cells"]}
@@ -194,7 +211,8 @@ def render_html(data: dict[str, Any]) -> str:
         for h in data["history"] for c in h["changes"])
     flaky_rows = "".join(f"<tr><td>{_e(f['requirement'])}</td><td>{_e(f['target'])}</td>"
                          f"<td>{_e(f['code_version'])}</td></tr>" for f in data["flaky"])
-    runs_rows = "".join(f"<tr><td>{_e(r['run'])}</td><td>{_e(r['started'])}</td><td>{_e(r['target'])}</td>"
+    runs_rows = "".join(f"<tr><td>{_e(r['run'])}{' (interrupted)' if r.get('interrupted') else ''}</td>"
+                        f"<td>{_e(r['started'])}</td><td>{_e(r['target'])}</td>"
                         f"<td>{_e(r['url'])}</td><td>{_e(r['code_version'])}</td><td>{_e(r['seed'])}</td>"
                         f"<td>{r['tests']}</td></tr>" for r in data["runs"])
     kinds: dict[str, int] = defaultdict(int)
@@ -216,9 +234,10 @@ def render_html(data: dict[str, Any]) -> str:
 <header><h1>ackspec traceability report</h1>
 <p>{len(data['runs'])} run(s) · {len(targets)} target(s) · {len(requirements)} requirement(s) tested ·
 catalogue of {cov.get('catalogue_size', 0)} · generated {_e(data['generated'])}</p></header>
-<main>
+<main>{interrupted_banner(data['runs'])}
 <section><div class="cards">{cards}<div class="card"><b>{len(data['anomalies'])}</b>history anomalies</div>
-<div class="card"><b>{sends.get('indeterminate', 0)}</b>indeterminate sends</div></div>
+<div class="card" title="{_e(INDETERMINATE_SENDS)}"><b>{sends.get('indeterminate', 0)}</b>indeterminate sends
+<small>{_e(INDETERMINATE_SENDS)}</small></div></div>
 <p class="legend">{legend}</p></section>
 <section id="matrix"><h2>Requirement &times; target</h2>
 <p><input id="filter" type="search" placeholder="filter requirements"> <span class="muted">click a row for

@@ -121,11 +121,11 @@ def _refused(harness: Harness, data: bytes, requirement_id: str, what: str, *, r
 
 @requirement("STOMP-ERROR-CLOSES", "STOMP-ERROR-MESSAGE-HEADER", "STOMP-ERROR-ISOLATED")
 def test_malformed_frame_gets_error_and_close(harness: Harness) -> None:
+    raw = harness.raw_connected()  # first: a target without raw STOMP is not-applicable before anything is sent
     q = harness.queue()
     bystander = harness.client("bystander")
     sub = bystander.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
     harness.send_seq(bystander, q, [0])
-    raw = harness.raw_connected()
     raw.send(b"FOO\nbar:baz\n\n\x00")
     checks = Checks()
     _error_then_close(raw, checks, harness.timeout)
