@@ -1,44 +1,64 @@
-"""``ackspec run``: run the conformance suite against a target and judge it.
+"""ackspec run: run the conformance suite against a target and judge it.
 
-    ackspec run                                    # the embedded reference broker
+    ackspec run                                    # the reference broker, over STOMP and over AMQP 1.0
+    ackspec run --target reference+amqp://embedded # the reference broker over AMQP 1.0 only
     ackspec run --target stomp://127.0.0.1:61614 --profile rabbitmq-3.10
     ackspec run --only 'STOMP-TX-*' --examples 200 --seed 7
     ackspec run --client stomp.py                  # a client library through the client-side suite
 
-A plain run also runs the reference client through the client-side suite (RUN/client-reference/),
-so the report has the JMS 7.3 rules; ``--client NAME`` runs that suite alone with another client
-(see :mod:`ackspec.cli.client_run`).
+pytest runs in-process on the packaged suite (ackspec.conformance.suite) with the
+ackspec plugin, once per target: with no --target, the embedded reference broker
+over STOMP and over AMQP 1.0, two targets named "reference (STOMP)" and
+"reference (AMQP 1.0)", and the reference client through the client-side suite
+(ackspec.cli.client_run; --client NAME runs that suite alone with another client).
+While it runs, a live display (terminal) or one line per finished test (anything
+else); then a table per family and requirement.
+Exit status: 0 conformant (documented deviations allowed unless --strict),
+1 not conformant, 2 usage or connection error (one line), 130 interrupted (Ctrl-C:
+the partial results are marked interrupted, never conformant).
 
-pytest runs in-process on the packaged suite (``ackspec.conformance.suite``) with
-the ackspec plugin; a progress bar shows while it runs, then a table per family
-and requirement. Exit status: 0 conformant (documented deviations allowed unless
-``--strict``), 1 not conformant, 2 usage or connection error (one line).
-
-The run directory (``--out``, default ``ackspec-out/<run-id>``) gets junit.xml,
+The run directory (--out, default ackspec-out/<run-id>) gets junit.xml,
 allure-results/, results.json and histories/ (layout: docs/run-directory.md),
-and, unless ``--no-report``, the pipeline's report.
+and, unless --no-report, the pipeline's report in report/. With several targets it
+holds one run directory per target (reference-stomp/, reference-amqp/,
+client-reference/) and the report over all of them.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
+import shutil
+import sys
 import time
-from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ackspec.cli.interruption import INTERRUPTED_EXIT, InterruptWatch
+from ackspec.cli.progress import LiveProgress
+from ackspec.cli.run_table import family_of, print_table
 from ackspec.errors import AckspecError
-from ackspec.results import RunResults, Verdict, combine, is_failure
+from ackspec.results import RunResults, TargetInfo, Verdict, is_failure
+from ackspec.results.model import protocol_of_url
 
 SUITE_PACKAGE = "ackspec.conformance.suite"
+EMBEDDED_TARGETS = (("reference://embedded", "reference-stomp"), ("reference+amqp://embedded", "reference-amqp"))
+"""The default run: the embedded reference broker over each protocol, and the run directory of each."""
+
+__all__ = ["family_of", "pytest_args", "register", "run", "unexercised_deviations"]
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run the conformance suite against a target",
                               description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--target", metavar="URL", help="broker URL (stomp://host:port); default: embedded reference broker")
+    p.add_argument("--target", metavar="URL",
+                   help="broker URL (stomp://host:port, amqp://host:port); default: the embedded reference broker "
+                        "over both protocols (reference://embedded for STOMP only, reference+amqp://embedded for "
+                        "AMQP 1.0 only)")
     p.add_argument("--profile", metavar="NAME",
                    help="target profile (settings and known deviations); with --client, a client profile")
     p.add_argument("--client", metavar="NAME",
@@ -52,6 +72,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--examples", type=_positive_int, metavar="N", help="hypothesis examples per property (default 8)")
     p.add_argument("--seed", type=int, metavar="S", help="hypothesis seed (default 0: reproducible)")
     p.add_argument("--timeout", type=_positive_float, metavar="S", help="wait for a receipt/message (default 5 s)")
+    p.add_argument("--shrink", action="store_true",
+                   help="shrink a failing property-based example to a minimal one (can take minutes against a broker "
+                        "that withholds frames); default: report the first failing example, unshrunk, with the seed")
     p.add_argument("--strict", action="store_true", help="documented deviations also fail the run")
     p.add_argument("--out", metavar="DIR", help="run directory (default ackspec-out/<run-id>)")
     p.add_argument("--no-report", action="store_true", help="do not build the traceability report at the end")
@@ -83,6 +106,53 @@ def _positive_float(text: str) -> float:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class PlannedTarget:
+    """One target of a run: what pytest is pointed at, where its run directory goes, its one name."""
+
+    url: str | None
+    profile: str | None
+    out: Path
+    label: str
+    client: str | None = None  # a client library judged through the client-side suite (not a broker)
+    optional: bool = False  # part of a plain run only as far as --only/--skip leave it tests
+
+
+@dataclass(slots=True)
+class TargetRun:
+    """How one target's pytest run ended."""
+
+    target: PlannedTarget
+    results: RunResults | None
+    seconds: float
+    ran: int = 0
+    total: int = 0
+
+
+def plan_targets(args: argparse.Namespace, run_id: str) -> tuple[Path, list[PlannedTarget]]:
+    """The run's folder and its targets: the given ``--target``, else the reference broker over each protocol."""
+    from ackspec.cli.client_run import DEFAULT_RUN_CLIENT, client_run_dir, includes_reference_client  # noqa: PLC0415
+
+    root = Path(args.out) if args.out else Path("ackspec-out") / run_id
+    if args.client:
+        return root, [PlannedTarget(None, args.profile, root, f"client {args.client}", client=args.client)]
+    if args.target:
+        return root, [PlannedTarget(args.target, args.profile, root, target_label(args.target, args.profile))]
+    profile = args.profile or "reference"
+    targets = [PlannedTarget(url, profile, root / folder, target_label(url, profile))
+               for url, folder in EMBEDDED_TARGETS]
+    if includes_reference_client(args):
+        targets.append(PlannedTarget(None, None, client_run_dir(root), f"client {DEFAULT_RUN_CLIENT}",
+                                     client=DEFAULT_RUN_CLIENT, optional=True))
+    return root, targets
+
+
+def target_label(url: str, profile: str | None) -> str:
+    """The name the results will give the target (``reference (STOMP)``), known before it runs."""
+    embedded = url.startswith(("reference", "embedded"))
+    return TargetInfo(url, profile or ("reference" if embedded else None), protocol_of_url(url)).label
+
+
 def _preflight(args: argparse.Namespace) -> None:
     """Fail fast, in one line, on a bad profile or an unreachable target (or a client that cannot be built)."""
     from ackspec.adapters.registry import UnknownScheme, factory_for  # noqa: PLC0415
@@ -109,140 +179,211 @@ def _preflight(args: argparse.Namespace) -> None:
             raise AckspecError(str(exc)) from exc
 
 
-def pytest_args(args: argparse.Namespace, run_id: str, out: Path) -> list[str]:
+def pytest_args(args: argparse.Namespace, run_id: str, out: Path, target: PlannedTarget | None = None) -> list[str]:
+    """pytest's command line for one target (a dry run writes nothing: no JUnit, no allure results)."""
+    if target is not None and target.client is not None:
+        return _client_args(args, target.client, run_id, out)
+    url = target.url if target is not None else args.target
+    profile = target.profile if target is not None else args.profile
     argv = ["--pyargs", SUITE_PACKAGE, "-p", "no:cacheprovider", "-q", "--no-header",
             "--tb=short" if args.verbose else "--tb=no", "-o", "addopts=",
-            f"--ackspec-run-id={run_id}", f"--ackspec-out={out}",
-            f"--junitxml={out / 'junit.xml'}", f"--alluredir={out / 'allure-results'}", "--clean-alluredir"]
-    for flag, value in (("--ackspec-target", args.target), ("--ackspec-profile", args.profile),
+            f"--ackspec-run-id={run_id}", f"--ackspec-out={out}"]
+    if not args.dry_run:
+        argv += [f"--junitxml={out / 'junit.xml'}", f"--alluredir={out / 'allure-results'}", "--clean-alluredir"]
+    for flag, value in (("--ackspec-target", url), ("--ackspec-profile", profile),
                         ("--ackspec-examples", args.examples), ("--ackspec-seed", args.seed),
                         ("--ackspec-timeout", args.timeout), ("--ackspec-fault", args.fault),
                         ("--ackspec-restart-command", args.restart_command)):
         if value is not None:
             argv.append(f"{flag}={value}")
     argv += [f"--ackspec-only={p}" for p in args.only] + [f"--ackspec-skip={p}" for p in args.skip]
-    if args.strict:
-        argv.append("--ackspec-strict")
-    if args.dry_run:
-        argv.append("--collect-only")
+    for flag, on in (("--ackspec-strict", args.strict), ("--ackspec-shrink", getattr(args, "shrink", False)),
+                     ("--collect-only", args.dry_run)):
+        if on:
+            argv.append(flag)
     return argv
 
 
-class _Progress:
-    """A pytest plugin driving a rich progress bar."""
+def _client_args(args: argparse.Namespace, client: str, run_id: str, out: Path) -> list[str]:
+    from ackspec.cli.client_run import client_pytest_args  # noqa: PLC0415
 
-    def __init__(self, progress: Any) -> None:
-        self.progress = progress
-        self.task: Any = None
-        self.collected: list[tuple[str, list[str]]] = []
-
-    def pytest_collection_finish(self, session: Any) -> None:
-        from ackspec.conformance.session import requirements_of  # noqa: PLC0415
-
-        self.collected = [(item.nodeid, requirements_of(item)) for item in session.items]
-        self.task = self.progress.add_task("conformance", total=len(session.items))
-
-    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
-        if self.task is not None:
-            self.progress.update(self.task, advance=1, description=nodeid.rsplit("::", maxsplit=1)[-1][:48])
-
-
-def _pytest_pass(argv: list[str], args: argparse.Namespace, console: Any) -> tuple[int, _Progress, str]:
-    """One pytest run of a suite under the progress bar: its exit code, the progress plugin, its output."""
-    import pytest  # noqa: PLC0415
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
-
-    progress = Progress(TextColumn("[bold]{task.description:<48}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, transient=True, disable=args.dry_run)
-    plugin = _Progress(progress)
-    sink = io.StringIO()
-    with progress:
-        redirect = contextlib.nullcontext() if args.verbose else contextlib.redirect_stdout(sink)
-        with redirect:
-            code = pytest.main(argv, plugins=[plugin])
-    return int(code), plugin, sink.getvalue()
+    argv = client_pytest_args(args, client, run_id, out)
+    if args.dry_run:  # a dry run writes nothing
+        argv = [a for a in argv if not a.startswith(("--junitxml=", "--alluredir=", "--clean-alluredir"))]
+    return argv
 
 
 def run(args: argparse.Namespace) -> int:
-    import pytest  # noqa: PLC0415
-    from rich.console import Console  # noqa: PLC0415
-
-    from ackspec.cli.client_run import (  # noqa: PLC0415
-        DEFAULT_RUN_CLIENT,
-        client_pytest_args,
-        client_run_dir,
-        describe,
-        includes_reference_client,
-        wants_reference_client,
-    )
     from ackspec.conformance.session import new_run_id  # noqa: PLC0415
 
     _preflight(args)
-    run_id = new_run_id()
-    out = Path(args.out) if args.out else Path("ackspec-out") / run_id
-    if out.exists() and (out / "results.json").exists():
-        raise AckspecError(f"{out}: already holds a run (results.json); choose another --out")
-    console = Console(stderr=False)
-    argv = client_pytest_args(args, args.client, run_id, out) if args.client else pytest_args(args, run_id, out)
-    started = time.monotonic()
-    code, plugin, output = _pytest_pass(argv, args, console)
-    if includes_reference_client(args) and code == pytest.ExitCode.NO_TESTS_COLLECTED:
-        args.client = DEFAULT_RUN_CLIENT  # --only chose client-side rules alone: the reference client's run is the run
-        code, plugin, output = _pytest_pass(client_pytest_args(args, args.client, run_id, out), args, console)
-    elif includes_reference_client(args) and args.dry_run:
-        client_argv = client_pytest_args(args, DEFAULT_RUN_CLIENT, run_id, client_run_dir(out))
-        plugin.collected += _pytest_pass(client_argv, args, console)[1].collected
-    elapsed = time.monotonic() - started
+    root, targets = plan_targets(args, new_run_id())
     if args.dry_run:
-        for nodeid, reqs in plugin.collected:
-            console.print(f"{nodeid}  [dim]{', '.join(reqs)}[/dim]")
-        console.print(f"{len(plugin.collected)} tests would run")
-        return 0 if code in (0, 5) else 2
-    results_path = out / "results.json"
-    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or not results_path.exists():
-        detail = _last_line(output) or f"pytest exited with {int(code)}"
-        raise AckspecError(f"the suite could not run: {detail}")
-    results = RunResults.read(results_path)
-    if results.target.is_client:
-        console.print(describe(results.target))
-        if results.extra.get("client_version_note"):
-            console.print(f"[yellow]{results.extra['client_version_note']}[/]")
-    _print_table(console, results)
-    _note_unexercised(console, results)
-    bad = [t for t in results.tests if is_failure(t.verdict, strict=args.strict)]
-    errors = [t for t in results.tests if t.verdict is Verdict.ERROR]
-    if wants_reference_client(args):
-        client = _reference_client_pass(args, out, console)
-        if client is not None:
-            bad += [t for t in client[1].tests if is_failure(t.verdict, strict=args.strict)]
-            console.print(f"client-side run {client[1].run_id}: {len(client[1].tests)} verdicts -> {client[0]}")
-    failing_cells = 0 if args.no_report else _report(console, out)
-    console.print(f"run {results.run_id}: {len(results.tests)} verdicts in {elapsed:.1f}s -> {out}")
-    if errors and len(errors) == len(results.tests):
-        raise AckspecError(f"every check errored: {errors[0].message.splitlines()[0] if errors[0].message else ''}")
-    if failing_cells and not bad:
-        console.print(f"[red]the history check failed {failing_cells} requirement cell(s) that no test failed "
-                      f"(e.g. a confirmed message never delivered): see {out / 'report'}[/]")
-    return 1 if bad or failing_cells else 0
+        return _dry_run(args, targets)
+    created = _prepare_out(root, targets)
+    runs: list[TargetRun] = []
+    with InterruptWatch() as watch:
+        for target in targets:
+            runs.append(_run_target(args, target, new_run_id(), watch))
+            if watch.interrupted:
+                break
+    if watch.interrupted:
+        return _interrupted(runs, root, created)
+    ran = [r for r in runs if r.results is not None]
+    for left in (r.target.out for r in runs if r.results is None and r.target.out != root):
+        shutil.rmtree(left, ignore_errors=True)  # a target --only left no test: no phantom run directory
+    if not ran:
+        if created:
+            shutil.rmtree(root, ignore_errors=True)
+        raise AckspecError(_no_match(args))
+    return _judge(args, root, ran)
 
 
-def _reference_client_pass(args: argparse.Namespace, out: Path, console: Any) -> tuple[Path, RunResults] | None:
-    """The reference client through the client-side suite, into RUN/client-reference; None when the run's
-    --only/--skip leave no client-side test (or the pass could not run: said in one line)."""
-    from ackspec.cli.client_run import DEFAULT_RUN_CLIENT, client_pytest_args, client_run_dir, describe  # noqa: PLC0415
+def _prepare_out(root: Path, targets: Sequence[PlannedTarget]) -> bool:
+    """Create the run's folder (one line if it cannot be written); return whether this run created it."""
+    for target in targets:
+        if (target.out / "results.json").exists():
+            raise AckspecError(f"{target.out}: already holds a run (results.json); choose another --out")
+    created = not root.exists()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / ".ackspec-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise AckspecError(f"cannot write the run directory {root}: {exc.strerror or exc}") from exc
+    return created
+
+
+def _run_target(args: argparse.Namespace, target: PlannedTarget, run_id: str, watch: InterruptWatch) -> TargetRun:
+    """One pytest run over the suite; its output captured, the live display on the real stdout."""
+    import pytest  # noqa: PLC0415
+
+    stream = sys.stdout
+    progress = LiveProgress(stream, target.label, live=stream.isatty() and not args.verbose)
+    sink = io.StringIO()
+    started = time.monotonic()
+    code: int = pytest.ExitCode.INTERRUPTED
+    try:
+        with contextlib.nullcontext() if args.verbose else contextlib.redirect_stdout(sink):
+            code = pytest.main(pytest_args(args, run_id, target.out, target),
+                               plugins=[] if args.verbose else [progress])
+    except KeyboardInterrupt:
+        watch.interrupted = True
+    finally:
+        progress.stop()
+    elapsed = time.monotonic() - started
+    results_path = target.out / "results.json"
+    results = RunResults.read(results_path) if results_path.exists() else None
+    if watch.interrupted:
+        return TargetRun(target, _mark_interrupted(results, results_path), elapsed, progress.done, progress.total)
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED and results is None and (args.only or args.skip):
+        return TargetRun(target, None, elapsed)  # --only/--skip leave this target no test
+    if results is None or code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
+        detail = _could_not_run(args, code, sink.getvalue())
+        if target.optional:
+            print(f"ackspec: {target.label}: {detail}", file=sys.stderr)
+            return TargetRun(target, None, elapsed)
+        raise AckspecError(detail)
+    return TargetRun(target, results, elapsed, progress.done, progress.total)
+
+
+def _mark_interrupted(results: RunResults | None, path: Path) -> RunResults | None:
+    """The partial results, marked interrupted even if the Ctrl-C came where pytest did not see it."""
+    if results is None or results.interrupted:
+        return results
+    marked = dataclasses.replace(results, interrupted=True)
+    marked.write(path)
+    return marked
+
+
+def _no_match(args: argparse.Namespace) -> str:
+    chosen = " ".join([*(f"--only {p!r}" for p in args.only), *(f"--skip {p!r}" for p in args.skip)])
+    return f"no test or requirement matches {chosen} (see 'ackspec spec list' and 'ackspec run --dry-run')"
+
+
+def _could_not_run(args: argparse.Namespace, code: int, output: str) -> str:
+    import pytest  # noqa: PLC0415
+
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED and (args.only or args.skip):
+        return _no_match(args)
+    detail = _last_line(output) or f"pytest exited with {int(code)}"
+    return f"the suite could not run: {detail}"
+
+
+def _dry_run(args: argparse.Namespace, targets: Sequence[PlannedTarget]) -> int:
+    """List what would run, per target; write nothing."""
+    import pytest  # noqa: PLC0415
+
     from ackspec.conformance.session import new_run_id  # noqa: PLC0415
 
-    client_out = client_run_dir(out)
-    code, _, output = _pytest_pass(client_pytest_args(args, DEFAULT_RUN_CLIENT, new_run_id(), client_out),
-                                   args, console)
-    if not (client_out / "results.json").is_file():
-        if code != 5:  # 5: no client-side test selected
-            console.print(f"[red]the client-side suite could not run: {_last_line(output) or code}[/]")
-        return None
-    results = RunResults.read(client_out / "results.json")
-    console.print(describe(results.target))
-    _print_table(console, results)
-    return client_out, results
+    listed = 0
+    for target in targets:
+        progress = LiveProgress(sys.stdout, target.label, live=False)
+        sink = io.StringIO()
+        with contextlib.redirect_stdout(sink):
+            code = pytest.main(pytest_args(args, new_run_id(), target.out, target), plugins=[progress])
+        if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            raise AckspecError(_could_not_run(args, code, sink.getvalue()))
+        for nodeid, requirements in progress.collected:
+            print(f"{target.label}  {nodeid}  {', '.join(requirements)}")
+        print(f"{target.label}: {len(progress.collected)} tests would run")
+        listed += len(progress.collected)
+    if not listed and (args.only or args.skip):
+        raise AckspecError(_no_match(args))
+    return 0
+
+
+def _interrupted(runs: Sequence[TargetRun], root: Path, created: bool) -> int:
+    """One line, exit 130; the partial run directories stay, marked; a run with no result leaves nothing."""
+    kept = [r for r in runs if r.results is not None]
+    last = runs[-1] if runs else None
+    if not kept:
+        if created:
+            shutil.rmtree(root, ignore_errors=True)
+        print("ackspec: interrupted before any test finished; nothing written", file=sys.stderr)
+        return INTERRUPTED_EXIT
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(AckspecError, OSError):
+        _build_report([r.target.out for r in kept], root)
+    where = f"{last.ran} of {last.total} tests of {last.target.label}" if last is not None else "the run"
+    print(f"ackspec: interrupted after {where}: partial results, marked interrupted (not conformant), in {root}",
+          file=sys.stderr)
+    return INTERRUPTED_EXIT
+
+
+def _judge(args: argparse.Namespace, root: Path, runs: Sequence[TargetRun]) -> int:
+    """The tables, the report over every target, one summary line per target; the exit status."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from ackspec.cli.client_run import describe  # noqa: PLC0415
+
+    plain = not sys.stdout.isatty()
+    console = Console(soft_wrap=plain)
+    bad = False
+    for target_run in runs:
+        results = target_run.results
+        assert results is not None  # only an interrupted run lacks results
+        if results.target.is_client:
+            console.print(describe(results.target), markup=False, highlight=False)
+            if results.extra.get("client_version_note"):
+                console.print(f"[yellow]{results.extra['client_version_note']}[/]")
+        print_table(console, results, plain=plain)
+        _note_unexercised(console, results)
+        bad = bad or any(is_failure(t.verdict, strict=args.strict) for t in results.tests)
+    failing_cells = 0 if args.no_report else _report(console, root, [r.target.out for r in runs])
+    for target_run in runs:
+        results = target_run.results
+        assert results is not None
+        console.print(f"{target_run.target.label}: run {results.run_id}, {len(results.tests)} verdicts in "
+                      f"{target_run.seconds:.1f}s -> {target_run.target.out}", markup=False, highlight=False)
+        errors = [t for t in results.tests if t.verdict is Verdict.ERROR]
+        if errors and len(errors) == len(results.tests):
+            raise AckspecError(f"every check against {target_run.target.label} errored: "
+                               f"{errors[0].message.splitlines()[0] if errors[0].message else ''}")
+    if failing_cells and not bad:
+        console.print(f"[red]the history check failed {failing_cells} requirement cell(s) that no test failed "
+                      f"(e.g. a confirmed message never delivered): see {root / 'report'}[/]")
+    return 1 if bad or failing_cells else 0
 
 
 def _last_line(text: str) -> str:
@@ -251,53 +392,6 @@ def _last_line(text: str) -> str:
         if "error" in ln.lower():
             return ln
     return lines[-1] if lines else ""
-
-
-def family_of(requirement: str) -> str:
-    parts = requirement.split("-")
-    return parts[0] if len(parts) < 2 else f"{parts[0]}-{parts[1]}" if parts[1][:1].isdigit() else parts[0]
-
-
-def _print_table(console: Any, results: RunResults) -> None:
-    from rich.table import Table  # noqa: PLC0415
-
-    by_req: dict[str, list[Verdict]] = defaultdict(list)
-    levels: dict[str, str] = {}
-    messages: dict[str, str] = {}
-    for t in results.tests:
-        by_req[t.requirement].append(t.verdict)
-        levels[t.requirement] = t.level or ""
-        notable = t.verdict in (Verdict.FAIL, Verdict.STALE, Verdict.ERROR, Verdict.DEVIATION)
-        if notable and t.requirement not in messages:
-            messages[t.requirement] = (t.message or "").splitlines()[0][:90] if t.message else ""
-    families: dict[str, list[str]] = defaultdict(list)
-    for req in sorted(by_req):
-        families[family_of(req)].append(req)
-    style = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.STALE: "red", Verdict.ERROR: "magenta",
-             Verdict.DEVIATION: "yellow", Verdict.INDETERMINATE: "cyan", Verdict.NOT_APPLICABLE: "dim"}
-    totals: dict[Verdict, int] = defaultdict(int)
-    for family, reqs in families.items():
-        table = Table(title=f"{family}", title_justify="left", show_lines=False)
-        table.add_column("requirement")
-        table.add_column("level")
-        table.add_column("verdict")
-        table.add_column("tests", justify="right")
-        table.add_column("detail", overflow="fold")
-        for req in reqs:
-            verdict = combine(by_req[req])
-            totals[verdict] += 1
-            table.add_row(req, levels[req], f"[{style[verdict]}]{verdict}[/]", str(len(by_req[req])),
-                          messages.get(req, ""))
-        console.print(table)
-    summary = ", ".join(f"[{style[v]}]{n} {v}[/]" for v, n in sorted(totals.items(), key=lambda kv: kv[0].value))
-    must = sorted({r for r in by_req if combine(by_req[r]) is Verdict.FAIL and levels[r].startswith("MUST")})
-    should = sorted({r for r in by_req if combine(by_req[r]) is Verdict.FAIL and not levels[r].startswith("MUST")})
-    console.print(f"requirements: {summary}")
-    if must:
-        console.print(f"[bold red]MUST failures ({len(must)}):[/] {', '.join(must)}")
-    if should:
-        console.print(f"[red]SHOULD/other failures ({len(should)}):[/] {', '.join(should)}")
-
 
 def unexercised_deviations(results: RunResults) -> list[str]:
     """Deviations of the run's profile that no test of this run showed, confirmed stale or ran at all.
@@ -332,22 +426,26 @@ def _note_unexercised(console: Any, results: RunResults) -> None:
         console.print(f"[yellow]profile deviations this run did not exercise ({len(missing)}):[/] {', '.join(missing)}")
 
 
-def _report(console: Any, out: Path) -> int:
-    """Build the run's report (over its results and its sub-runs', e.g. the client-side run); return how
-    many requirement cells it fails (0 when not built).
-
-    The report also judges the histories (loss, duplicates, order, window bounds), so a cell can
-    fail there although every test passed: a run is only clean when its report is."""
+def _build_report(run_dirs: Sequence[Path], root: Path) -> Any:
+    """The pipeline's report over ``run_dirs`` in ``root/report``; None when the pipeline is not installed."""
     import importlib  # noqa: PLC0415
 
     try:
         build_report = importlib.import_module("ackspec.pipeline.report").build_report
     except (ImportError, AttributeError):
-        return 0  # the pipeline is not installed
+        return None
+    return build_report(list(run_dirs), root / "report")
+
+
+def _report(console: Any, root: Path, run_dirs: Sequence[Path] | None = None) -> int:
+    """Build the run's report; return how many requirement cells it fails (0 when not built).
+
+    The report also judges the histories (loss, duplicates, order, window bounds), so a cell can
+    fail there although every test passed: a run is only clean when its report is."""
     console.print("building the report ...")
     try:
-        summary = build_report([out], out / "report")
+        summary = _build_report(run_dirs or [root], root)
     except AckspecError as exc:
         console.print(f"[yellow]report not built: {exc}[/]")
         return 0
-    return int(summary.failing_cells)
+    return int(summary.failing_cells) if summary is not None else 0

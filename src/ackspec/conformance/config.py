@@ -7,7 +7,13 @@ and the property-based tests read it through :func:`hypothesis_settings`.
 Reproducibility: every run has a seed (default 0, so CI runs are repeatable);
 ``--seed S`` changes it and ``--examples N`` explores further. The seed is
 written to ``results.json`` and a failure prints the ``@reproduce_failure``
-blob next to the shrunk operations.
+blob next to the falsifying operations.
+
+Shrinking is off by default: against a broker that loses or withholds frames every
+shrink step waits the full receive timeout again, so one failing property took minutes
+to shrink (479 to 1,190 s per run, issue 16). A failing test reports the first failing
+example hypothesis found, unshrunk, with the run's seed; ``--shrink`` (``shrink=True``)
+restores hypothesis' deep shrinking for a minimal example.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ DEFAULT_EXAMPLES = 8
 DEFAULT_SEED = 0
 DEFAULT_TIMEOUT = 5.0
 NO_SHRINK_ENV = "ACKSPEC_NO_SHRINK"
-"""Set (to anything) to skip hypothesis' shrinking: the suite's own quality checks only need the verdict."""
+"""Set (to anything) to skip hypothesis' shrinking even when ``shrink`` is asked for (quality checks)."""
 
 
 @dataclass
@@ -31,6 +37,7 @@ class SuiteConfig:
     examples: int = DEFAULT_EXAMPLES
     seed: int = DEFAULT_SEED
     timeout: float = DEFAULT_TIMEOUT
+    shrink: bool = False
 
 
 CURRENT = SuiteConfig()
@@ -41,7 +48,7 @@ def hypothesis_settings(*, examples: int | None = None, stateful_steps: int | No
     from hypothesis import HealthCheck, Phase, settings  # noqa: PLC0415
 
     kwargs: dict[str, Any] = {}
-    if os.environ.get(NO_SHRINK_ENV):
+    if not CURRENT.shrink or os.environ.get(NO_SHRINK_ENV):
         kwargs["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
     if stateful_steps is not None:
         kwargs["stateful_step_count"] = stateful_steps

@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ackspec-seed", default=None, type=int, metavar="S", help="hypothesis seed (default 0)")
     group.addoption("--ackspec-timeout", default=None, type=float, metavar="S",
                     help="seconds to wait for a receipt or message (default 5)")
+    group.addoption("--ackspec-shrink", action="store_true", default=False,
+                    help="shrink a failing property-based example to a minimal one (slow against a broker that "
+                         "withholds frames: every step waits the timeout); default: report the first failing example")
     group.addoption("--ackspec-strict", action="store_true", default=False,
                     help="count documented deviations as failures")
     group.addoption("--ackspec-only", action="append", default=[], metavar="PATTERN",

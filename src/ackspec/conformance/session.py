@@ -134,10 +134,12 @@ class SuiteSession:
         self.client_spec = client_spec(config)
         self.client_profile_name: str | None = opt("ackspec_client_profile")
         self.client: ClientTarget | None = None  # set when the session runs the client-side suite alone
+        self.interrupted = False
         suite_config.CURRENT = suite_config.SuiteConfig(
             examples=int(opt("ackspec_examples") or suite_config.DEFAULT_EXAMPLES),
             seed=int(opt("ackspec_seed") if opt("ackspec_seed") is not None else suite_config.DEFAULT_SEED),
             timeout=float(opt("ackspec_timeout") or suite_config.DEFAULT_TIMEOUT),
+            shrink=bool(opt("ackspec_shrink")),
         )
 
     @property
@@ -247,9 +249,15 @@ class SuiteSession:
 
     # -- results -------------------------------------------------------------------------------
 
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        self.interrupted = True
+
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.active:
+        """Write ``results.json``: partial and marked ``interrupted`` after a Ctrl-C; not at all for a
+        dry run (``--collect-only``), which must leave no run directory behind."""
+        if not self.active or self.config.option.collectonly:
             return
+        self.interrupted = self.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
         tests: list[TestResult] = []
         for nodeid in self.order:
             state = self.states[nodeid]
@@ -278,7 +286,8 @@ class SuiteSession:
             seed=suite_config.CURRENT.seed, strict=self.strict, ackspec_version=__version__,
             code_version=code_version(),
             extra={"examples": suite_config.CURRENT.examples, "timeout": suite_config.CURRENT.timeout,
-                   "fault": self.fault, **self._client_extra()},
+                   "shrink": suite_config.CURRENT.shrink, "fault": self.fault, **self._client_extra()},
+            interrupted=self.interrupted,
         )
         self.results.write(self.run_dir.results)
         if target is not None:
