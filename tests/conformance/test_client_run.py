@@ -133,12 +133,13 @@ def test_a_plain_run_also_judges_the_reference_client(tmp_path: Path) -> None:
     done = ackspec("run", "--only", "STOMP-CONTENT-LENGTH", "--out", str(run))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     client = run / "client-reference"
-    assert results(run)["target"]["kind"] == "broker"
+    assert results(run / "reference-stomp")["target"]["kind"] == "broker"
     assert results(client)["target"]["kind"] == "client" and verdicts(client)["STOMP-CONTENT-LENGTH"] == "pass"
     report = json.loads((run / "report" / "report.json").read_text(encoding="utf-8"))
-    assert report["targets"][0] == "reference" and report["targets"][1].startswith("client ackspec reference client")
+    assert report["targets"][:2] == ["reference (AMQP 1.0)", "reference (STOMP)"]
+    assert report["targets"][2].startswith("client ackspec reference client")
     assert {(c["target"], c["verdict"]) for c in report["cells"] if c["requirement"] == "STOMP-CONTENT-LENGTH"} == {
-        ("reference", "pass"), (report["targets"][1], "pass")}
+        ("reference (STOMP)", "pass"), ("reference (AMQP 1.0)", "pass"), (report["targets"][2], "pass")}
 
 
 def test_a_plain_run_of_client_side_rules_alone_is_the_reference_clients_run(tmp_path: Path) -> None:

@@ -38,17 +38,17 @@ def test_client_runs_get_their_own_columns_after_the_brokers(tmp_path: Path) -> 
     summary = build_report([str(tmp_path / "broker"), str(tmp_path / "qpid")], tmp_path / "out", engine="python")
     stomp_py, qpid = "client stomp.py 9.0.0 (stomp, reference)", "client org.apache.qpid:qpid-jms-client 2.10.0 " \
                                                                   "(amqp, artemis-2, via shim)"
-    assert summary.targets == ("reference", qpid, stomp_py)
+    assert summary.targets == ("reference (STOMP)", qpid, stomp_py)
     data = json.loads(summary.json.read_text(encoding="utf-8"))
     cells = {(c["requirement"], c["target"]): c["verdict"] for c in data["cells"]}
-    assert cells == {(BROKER_RULE, "reference"): "pass", (CLIENT_RULE, stomp_py): "not-applicable",
+    assert cells == {(BROKER_RULE, "reference (STOMP)"): "pass", (CLIENT_RULE, stomp_py): "not-applicable",
                      (CLIENT_RULE, qpid): "fail"}
     runs = {r["run"]: r for r in data["runs"]}
     assert (runs["c2"]["kind"], runs["c2"]["library"], runs["c2"]["version"], runs["c2"]["broker"]) == (
         "client", "org.apache.qpid:qpid-jms-client", "2.10.0", "artemis-2")
     never = data["coverage"]["never_run_against_target"]
     assert BROKER_RULE not in never[qpid]  # a broker rule is never expected of a client column
-    assert CLIENT_RULE not in never["reference"]  # nor a client rule of a broker column
+    assert CLIENT_RULE not in never["reference (STOMP)"]  # nor a client rule of a broker column
     html = summary.html.read_text(encoding="utf-8")
     assert f"<th>{stomp_py}</th>" in html and "qpid-jms-client 2.10.0" in html
 
@@ -62,7 +62,7 @@ def test_matrix_labels_client_columns_by_library_version_protocol_and_broker() -
                                         message="documented deviation: commit does not wait"),))
     text = render([broker, client])
     header = next(line for line in text.splitlines() if line.startswith("| requirement"))
-    assert "| reference stomp | client stomp.py 9.0.0 (stomp, reference) |" in header
+    assert "| reference (STOMP) | client stomp.py 9.0.0 (stomp, reference) |" in header
     assert "**client stomp.py 9.0.0 (stomp, reference)** `ARTEMIS-COMMIT-BLOCKS` (deviation)" in text
 
 
@@ -93,4 +93,4 @@ def test_matrix_command_puts_broker_columns_before_client_columns(tmp_path: Path
     out = tmp_path / "matrix.md"
     assert main(["matrix", str(tmp_path / "*"), "--out", str(out)]) == 0
     header = next(line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("| requirement"))
-    assert header.index("reference stomp") < header.index("client stomp.py")
+    assert header.index("reference (STOMP)") < header.index("client stomp.py")

@@ -374,7 +374,7 @@ def _judge(args: argparse.Namespace, root: Path, runs: Sequence[TargetRun]) -> i
     for target_run in runs:
         results = target_run.results
         assert results is not None
-        console.print(f"{target_run.target.label}: run {results.run_id}, {len(results.tests)} verdicts in "
+        console.print(f"{results.target.label}: run {results.run_id}, {len(results.tests)} verdicts in "
                       f"{target_run.seconds:.1f}s -> {target_run.target.out}", markup=False, highlight=False)
         errors = [t for t in results.tests if t.verdict is Verdict.ERROR]
         if errors and len(errors) == len(results.tests):
