@@ -476,6 +476,30 @@ class AmqpConnection:
             self._finish(abrupt=True)
 
     def _on_event(self, event: Event) -> None:
+        """One endpoint event; a name, container id or address that is not valid UTF-8 is answered with an
+        AMQP error (the link refused, or the connection closed), not by dropping the connection."""
+        try:
+            self._endpoint_event(event)
+        except UnicodeDecodeError:
+            self._invalid_utf8(event)
+
+    def _invalid_utf8(self, event: Event) -> None:
+        reason = "invalid UTF-8 in a container id, link name or address"
+        if event.link is not None and not event.link.state & Endpoint.LOCAL_CLOSED:
+            self._links.pop(event.link._impl, None)
+            self._in_links.pop(event.link._impl, None)
+            self._links_changed()
+            self._refuse(event.link, ERR_INVALID_FIELD, reason)
+        elif not self.connection.state & Endpoint.LOCAL_CLOSED:
+            self.connection.condition = Condition(ERR_DECODE, reason)
+            if self.connection.state & Endpoint.LOCAL_UNINIT:
+                self.connection.open()
+            self.connection.close()
+            self.error = reason
+            if not self.opened:
+                self._refused = True
+
+    def _endpoint_event(self, event: Event) -> None:
         kind = event.type
         if kind == Event.CONNECTION_REMOTE_OPEN:
             self.connection.container = CONTAINER_ID
