@@ -79,6 +79,8 @@ WRITE_HIGH_WATER = 1024 * 1024
 SYNC_GATHER_MAX = 0.002
 """Longest wait (s) for just-released producers before the next fsync (also capped by the last fsync's duration)."""
 SYNC_GATHER_MIN = 0.0005
+DRAIN_SECONDS = 2.0
+"""After an ERROR: how long the rest of the peer's input is read and discarded before the socket closes."""
 
 
 class Listener(Protocol):
@@ -481,6 +483,7 @@ class _StompProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.egress: Egress | None = None
         self.closed = False
+        self._drain_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # not isinstance: uvloop's transports implement the interface without subclassing it
@@ -528,10 +531,25 @@ class _StompProtocol(asyncio.Protocol):
         if self.session.close_requested:
             self.closed = True
             if egress is None:
-                self.transport.close()
+                self._close_after_output()
             else:
                 egress.close()
             self.server.protocols.pop(self.session.conn_id, None)
+
+    def _close_after_output(self) -> None:
+        """Close once the output (an ERROR, a RECEIPT) is sent, without resetting the connection.
+
+        Closing a socket with unread input makes the kernel send a reset, which can destroy the ERROR
+        before the peer reads it. So shut down our side (FIN after the output) and read on, discarding,
+        until the peer closes, for at most :data:`DRAIN_SECONDS`."""
+        transport = self.transport
+        assert transport is not None
+        if not transport.can_write_eof():  # TLS: no half-close
+            transport.close()
+            return
+        transport.write_eof()
+        loop = asyncio.get_running_loop()
+        self._drain_timer = loop.call_later(DRAIN_SECONDS, transport.close)
 
     def pause_writing(self) -> None:
         self.server.hub.apply(self.server.core.set_writable(self.session.conn_id, False))
@@ -543,6 +561,8 @@ class _StompProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
         self.server._paused.pop(self.session.conn_id, None)
         if self.egress is not None:
             self.egress.connection_lost()
