@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
@@ -69,9 +68,35 @@ def test_histories_cut_across_arrow_batches_are_checked_whole(spark: Any) -> Non
     assert found.sends == python.sends
 
 
-def test_an_unknown_operation_is_named_not_dropped(spark: Any) -> None:
-    records = [r for h in generate_suite(2, seed=1) for r in h.records]
+def test_an_unknown_operation_is_counted_per_run_not_dropped(spark: Any) -> None:
+    histories = list(generate_suite(2, seed=1))
+    records = [r for h in histories for r in h.records]
     df = records_dataframe(spark, records).withColumn(
         "op", F.when(F.col("index") == 3, F.lit("bogus")).otherwise(F.col("op")))
-    with pytest.raises(Exception, match="unknown op 'bogus'"):
-        check_histories_spark(df)
+    found = check_histories_spark(df)
+    assert [(p.run, p.records, p.detail) for p in found.problems] == [
+        ("synthetic-run", 2, "history record with unknown op 'bogus'")]  # index 3 of each of the two tests
+    assert check_histories_spark(records_dataframe(spark, records)).problems == ()
+
+
+def test_malformed_json_lines_are_reported_per_run_and_the_rest_is_checked(spark: Any, tmp_path: Path) -> None:
+    runs = {}
+    for name in ("run-a", "run-b"):
+        histories = list(generate_suite(3, seed=7, anomaly_rate=1.0, run=name))
+        run = RunDir(tmp_path / name)
+        run.histories.mkdir(parents=True)
+        for h in histories:
+            lines = [r.to_json() for r in h.records]
+            run.history_path(h.records[0].test or "t").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        runs[name] = (run, histories)
+    victim = runs["run-b"][0].history_files()[0]
+    victim.write_text(victim.read_text() + "{not json\n" + '{"v": 7, "run": "run-b", "index": 1}\n')
+    frames = [read_run(spark, str(run.root)) for run, _ in runs.values()]
+    found = check_histories_spark(frames[0].unionByName(frames[1]))
+    # the line without a run is counted under its file, the other under its run
+    problems = {p.run.rsplit("/", 1)[-1]: p for p in found.problems}
+    assert set(problems) == {victim.name, "run-b"}
+    assert all(p.source.endswith(victim.name) and p.records == 1 for p in found.problems)
+    assert problems[victim.name].detail == "malformed history line: {not json"
+    assert problems["run-b"].detail == "history schema version 7 is not supported (expected 1)"
+    assert list(found.anomalies) == sorted(a for _, hs in runs.values() for h in hs for a in h.expected)

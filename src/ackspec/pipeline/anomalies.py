@@ -193,11 +193,29 @@ class SendCounts:
                           self.indeterminate + other.indeterminate)
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class Problem:
+    """History records of one run the reader could not use (malformed, unknown version, op or type).
+
+    The Spark job counts them per run instead of failing; the report refuses to build over them,
+    naming the file, as the single-process reader does."""
+
+    run: str  # the run; the file, for a line too broken to name its run
+    source: str  # the file (URI) of the first of them
+    records: int
+    detail: str  # what is wrong with the first of them
+
+    def line(self) -> str:
+        more = f" ({self.records} record(s) of run {self.run})" if self.records > 1 else ""
+        return f"{self.source.removeprefix('file://')}: {self.detail}{more}"
+
+
 @dataclass(frozen=True, slots=True)
 class CheckResult:
     anomalies: tuple[Anomaly, ...]
     sends: SendCounts
     operations: int = 0
+    problems: tuple[Problem, ...] = ()
 
     def by_kind(self) -> dict[AnomalyKind, int]:
         counts = dict.fromkeys(AnomalyKind, 0)

@@ -1,142 +1,195 @@
-"""The history checks as one Spark job: one shuffle by history, every rule in one pass per history.
+"""The history checks as one Spark job: one group per history, the shared rules applied to each.
 
-The rows are repartitioned by the history key ``(run, test)`` and sorted by
-``(run, test, index)`` within each partition, so every history lies whole and in
-order in one partition. ``mapInArrow`` hands each partition's Arrow batches to a
-Python worker, which cuts them into histories (:func:`ackspec.pipeline.columnar.histories`,
-one batch and one history in memory at a time) and applies the rules of
-:func:`ackspec.pipeline.checks_python.check_one` to each. Every partition yields its
-anomalies and one row of send counts; one ``collect`` brings them to the driver.
+``groupBy("run", "test").applyInArrow`` hands every history ``(run, test)`` to a Python
+worker as Arrow batches; :func:`check_group` turns them into rows
+(:mod:`ackspec.pipeline.columnar`), sorts them by index and applies
+:func:`ackspec.pipeline.checks_python.check_one`: the facts of the history and every rule
+of :data:`ackspec.pipeline.rules.RULES`, the same code the single-process checker runs.
+A group yields its anomalies, one row of send counts and, when the reader flagged some of
+its records (:data:`ackspec.pipeline.schema.PROBLEM`), one row counting them: bad records
+are reported per run instead of failing the job.
 
-Why this shape (measured, docs/pipeline-benchmark.md): the rules need several
-orderings of one history (per process for resets, per consumer for cumulative acks
-and the in-flight count, per message for duplicates and counts, per producer stream
-for order). As window functions and joins that was ~10 sorts in 18 Spark jobs, most
-of the time planning, generating code and sorting; here it is one scan, one shuffle,
-one sort and one job, and the rules are stated once. On a cluster (``--master``) the
-partitions, and so the histories, are spread over the executors; each executor needs
-ackspec, pyarrow and pandas importable (:func:`ackspec.pipeline.session.get_session`
-ships the ackspec package to a remote cluster). ``tests/pipeline`` checks that this
-job finds exactly the injected anomalies and agrees with
-:func:`ackspec.pipeline.checks_python.check_histories`, also with histories cut
-across Arrow batches.
+What reaches the driver is bounded by the findings, not by the operations: the send
+counts and problems are summed per run by a DataFrame aggregate before anything is
+collected (:meth:`SparkCheck.collect`), or the rows are written to a URI and only their
+per-kind totals come back (:meth:`SparkCheck.write`). Records that cannot change a
+verdict (:data:`ackspec.pipeline.checks_python.RULE_RECORDS`) are dropped before the
+shuffle.
+
+On a cluster the groups are spread over the executors; each executor's Python needs
+pyarrow and pandas, and :func:`ackspec.pipeline.session.get_session` ships the ackspec
+package to a non-local master.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ackspec.history.record import Op, RecordType
 from ackspec.pipeline import columnar
-from ackspec.pipeline.anomalies import Anomaly, AnomalyKind, CheckResult, SendCounts
+from ackspec.pipeline.anomalies import Anomaly, AnomalyKind, CheckResult, Problem, SendCounts
 from ackspec.pipeline.checks_python import RULE_RECORDS, check_one
+from ackspec.pipeline.schema import PROBLEM, SOURCE
 
 H = ["run", "test"]
+SENDS = "sends"
+"""``kind`` of a group's send-count row."""
+PROBLEMS = "problem"
+"""``kind`` of a group's row counting the records the reader could not use."""
 
 OUTPUT = pa.schema([
     ("kind", pa.string()), ("run", pa.string()), ("test", pa.string()), ("destination", pa.string()),
     ("producer", pa.string()), ("seq", pa.int64()), ("operations", pa.list_(pa.int64())), ("decisive", pa.bool_()),
     ("confirmed", pa.int64()), ("failed", pa.int64()), ("indeterminate", pa.int64()),
+    ("problem", pa.string()), ("source", pa.string()),
 ])
-"""A worker's output rows: one per anomaly (``kind`` set), then one of send counts (``kind`` null)."""
+"""A group's output rows: one per anomaly, one of send counts, one of problems (if any)."""
 
 OUTPUT_DDL = ("kind string, run string, test string, destination string, producer string, seq bigint, "
-              "operations array<bigint>, decisive boolean, confirmed bigint, failed bigint, indeterminate bigint")
+              "operations array<bigint>, decisive boolean, confirmed bigint, failed bigint, indeterminate bigint, "
+              "problem string, source string")
 
-FLUSH_ANOMALIES = 4096
-"""A worker yields its anomalies in batches of at most this many (they are few: ~1 per 1,000 operations)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SparkCheck:
-    """The check as one lazy DataFrame of anomaly and send-count rows; :meth:`collect` runs it (one job)."""
-
-    rows: DataFrame
-
-    def collect(self) -> CheckResult:
-        found: list[Anomaly] = []
-        sends = SendCounts()
-        for r in self.rows.collect():
-            if r["kind"] is None:
-                sends = sends + SendCounts(r["confirmed"], r["failed"], r["indeterminate"])
-            else:
-                found.append(Anomaly.make(AnomalyKind(r["kind"]), r["run"], r["test"], r["destination"],
-                                          r["producer"], r["seq"], list(r["operations"]),
-                                          decisive=bool(r["decisive"])))
-        return CheckResult(tuple(sorted(found)), sends)
+ANOMALY_COLUMNS = ("kind", "run", "test", "destination", "producer", "seq", "operations", "decisive")
+_BY_INDEX = itemgetter(0)
 
 
-def _output(anomalies: list[Anomaly], sends: SendCounts | None = None) -> pa.RecordBatch:
+def _output(run: str, test: str, anomalies: list[Anomaly], sends: SendCounts,
+            problems: tuple[int, str, str] | None) -> pa.RecordBatch:
+    n = len(anomalies)
     columns: dict[str, list[Any]] = {
-        "kind": [str(a.kind) for a in anomalies], "run": [a.run for a in anomalies],
-        "test": [a.test for a in anomalies], "destination": [a.destination for a in anomalies],
-        "producer": [a.producer for a in anomalies], "seq": [a.seq for a in anomalies],
-        "operations": [list(a.operations) for a in anomalies], "decisive": [a.decisive for a in anomalies],
-        "confirmed": [None] * len(anomalies), "failed": [None] * len(anomalies),
-        "indeterminate": [None] * len(anomalies),
+        "kind": [str(a.kind) for a in anomalies] + [SENDS], "run": [run] * (n + 1), "test": [test] * n + [None],
+        "destination": [a.destination for a in anomalies] + [None],
+        "producer": [a.producer for a in anomalies] + [None], "seq": [a.seq for a in anomalies] + [None],
+        "operations": [list(a.operations) for a in anomalies] + [None],
+        "decisive": [a.decisive for a in anomalies] + [None],
+        "confirmed": [None] * n + [sends.confirmed], "failed": [None] * n + [sends.failed],
+        "indeterminate": [None] * n + [sends.indeterminate], "problem": [None] * (n + 1), "source": [None] * (n + 1),
     }
-    if sends is not None:
-        for name in ("kind", "run", "test", "destination", "producer", "seq", "operations", "decisive"):
+    if problems is not None:
+        count, problem, source = problems
+        for name in OUTPUT.names:
             columns[name].append(None)
-        columns["confirmed"].append(sends.confirmed)
-        columns["failed"].append(sends.failed)
-        columns["indeterminate"].append(sends.indeterminate)
+        columns["kind"][-1], columns["run"][-1], columns["seq"][-1] = PROBLEMS, run, count
+        columns["problem"][-1], columns["source"][-1] = problem, source
     return pa.RecordBatch.from_pydict(columns, schema=OUTPUT)
 
 
-def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The worker side: the anomalies of every history in a partition sorted by ``(run, test, index)``,
-    then the partition's send counts (runs in the Python worker of each Spark task)."""
-    found: list[Anomaly] = []
-    sends = SendCounts()
-    for run, test, history in columnar.histories(batches):
-        anomalies, counts = check_one(run, test, history)
-        found.extend(anomalies)
-        sends = sends + counts
-        if len(found) >= FLUSH_ANOMALIES:
-            yield _output(found)
-            found = []
-    yield _output(found, sends)
+def check_group(key: tuple[Any, ...], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The worker side: one history ``(run, test)`` in, its anomalies, send counts and problems out."""
+    run, test = key[0].as_py(), key[1].as_py()
+    table = pa.Table.from_batches(list(batches))
+    problems = None
+    flags = table.column(PROBLEM)
+    if flags.null_count < table.num_rows:  # the reader flagged some records of this group
+        flagged = pc.is_valid(flags)
+        bad = table.filter(flagged)
+        problems = (bad.num_rows, bad.column(PROBLEM)[0].as_py(), bad.column(SOURCE)[0].as_py())
+        table = table.filter(pc.invert(flagged))
+    rows = columnar.rows(table)
+    rows.sort(key=_BY_INDEX)  # a group comes in no particular order; nearly sorted, so this is cheap
+    anomalies, sends = check_one(run, test, rows) if rows else ([], SendCounts())
+    yield _output(run, test, anomalies, sends, problems)
 
 
 def _rule_record() -> Column:
-    """The Spark predicate of :func:`ackspec.pipeline.checks_python.is_rule_record`, keeping also the
-    records of an unknown (or missing) operation or type, so the workers name them in a clear error
-    instead of dropping them silently."""
+    """The Spark predicate of :func:`ackspec.pipeline.checks_python.is_rule_record`; flagged records
+    are kept too, so their group counts them."""
     any_type = [str(op) for op, types in RULE_RECORDS.items() if types is None]
-    unknown = (F.col("op").isNull() | F.col("type").isNull() | ~F.col("op").isin(*[str(op) for op in Op])
-               | ~F.col("type").isin(*[str(t) for t in RecordType]))
-    wanted = unknown | F.col("value").isNotNull() | F.col("op").isin(*any_type)
+    wanted = F.col(PROBLEM).isNotNull() | F.col("value").isNotNull() | F.col("op").isin(*any_type)
     for op, types in RULE_RECORDS.items():
         if types is not None:
             wanted = wanted | ((F.col("op") == str(op)) & F.col("type").isin(*sorted(str(t) for t in types)))
     return wanted
 
 
-def check_dataframe(histories: DataFrame, *, repartition: bool = True) -> SparkCheck:
-    """Build the check job over a DataFrame of history rows (schema of :mod:`ackspec.pipeline.schema`).
+def _unknown_enum() -> Column:
+    """A record whose operation or type this version does not know: flagged, never dropped silently."""
+    ops, types = [str(op) for op in Op], [str(t) for t in RecordType]
+    return (F.when(~F.col("op").isin(*ops), F.format_string("history record with unknown op '%s'", F.col("op")))
+            .when(~F.col("type").isin(*types), F.format_string("history record with unknown type '%s'", F.col("type"))))
 
-    ``repartition=False`` only when every history already lies whole in one partition.
-    """
+
+def prepare(histories: DataFrame) -> DataFrame:
+    """The columns the rules read, the records that matter, and every flagged record."""
     casts = {"index": "long", "seq": "long", "delivery_count": "int", "limit": "int", "redelivered": "boolean"}
-    df = histories.select(*[
-        F.coalesce(F.col("test"), F.lit("")).alias("test") if name == "test"
-        else F.col(f"`{name}`").cast(casts[name]).alias(name) if name in casts
-        else F.col(f"`{name}`")
-        for name in columnar.COLUMNS
-    ]).where(_rule_record())  # a third of the records cannot change a verdict: not shuffled
-    if repartition:
-        df = df.repartition(*H)
-    df = df.sortWithinPartitions(*H, "index")
-    return SparkCheck(df.mapInArrow(check_partition, OUTPUT_DDL))
+    columns = set(histories.columns)
+    problem = F.col(PROBLEM) if PROBLEM in columns else F.lit(None).cast("string")
+    source = F.col(SOURCE) if SOURCE in columns else F.lit(None).cast("string")
+    df = histories.select(
+        *[F.coalesce(F.col("test"), F.lit("")).alias("test") if name == "test"
+          else F.coalesce(F.col("run"), source, F.lit("")).alias("run") if name == "run"
+          else F.col(f"`{name}`").cast(casts[name]).alias(name) if name in casts
+          else F.col(f"`{name}`") for name in columnar.COLUMNS],
+        F.coalesce(problem, _unknown_enum()).alias(PROBLEM), source.alias(SOURCE))
+    return df.where(_rule_record())
+
+
+@dataclass(frozen=True, slots=True)
+class SparkCheck:
+    """The check as one lazy DataFrame of output rows (:data:`OUTPUT`); nothing runs until asked."""
+
+    rows: DataFrame
+
+    def summed(self) -> DataFrame:
+        """Anomaly rows as they are, send counts and problems summed per run (a DataFrame aggregate)."""
+        key = [F.when(F.col("kind").isin(SENDS, PROBLEMS), F.lit(None)).otherwise(F.col(c)).alias(c)
+               if c not in ("kind", "run") else F.col(c) for c in ANOMALY_COLUMNS]
+        return (self.rows.groupBy(*key).agg(
+            F.sum("confirmed").alias("confirmed"), F.sum("failed").alias("failed"),
+            F.sum("indeterminate").alias("indeterminate"),
+            F.sum(F.when(F.col("kind") == PROBLEMS, F.col("seq"))).alias("records"),
+            F.count(F.lit(1)).alias("n"), F.min("problem").alias("problem"), F.min("source").alias("source")))
+
+    def collect(self) -> CheckResult:
+        """Run the job; bring back the anomalies and the per-run sums (not a row per history)."""
+        return result_of(self.summed().collect())
+
+    def write(self, uri: str) -> dict[str, Any]:
+        """Write every output row to ``uri`` (Parquet, any Hadoop file system); return the totals."""
+        self.rows.write.mode("overwrite").parquet(uri)
+        written = self.rows.sparkSession.read.parquet(uri)
+        totals = written.groupBy("kind").agg(F.count(F.lit(1)).alias("n"), F.sum("confirmed").alias("confirmed"),
+                                             F.sum("failed").alias("failed"),
+                                             F.sum("indeterminate").alias("indeterminate"),
+                                             F.sum("seq").alias("seq")).collect()
+        by_kind = {r["kind"]: r["n"] for r in totals if r["kind"] not in (SENDS, PROBLEMS)}
+        sends = next((r for r in totals if r["kind"] == SENDS), None)
+        problem = next((r for r in totals if r["kind"] == PROBLEMS), None)
+        return {"anomalies": sum(by_kind.values()), "by_kind": by_kind,
+                "sends": {k: int(sends[k] or 0) if sends else 0 for k in ("confirmed", "failed", "indeterminate")},
+                "problem_records": int(problem["seq"]) if problem else 0}
+
+
+def result_of(rows: list[Any]) -> CheckResult:
+    """A :class:`CheckResult` of collected :meth:`SparkCheck.summed` rows."""
+    found: list[Anomaly] = []
+    sends = SendCounts()
+    problems: list[Problem] = []
+    for r in rows:
+        if r["kind"] == SENDS:
+            sends = sends + SendCounts(r["confirmed"] or 0, r["failed"] or 0, r["indeterminate"] or 0)
+        elif r["kind"] == PROBLEMS:
+            problems.append(Problem(r["run"], r["source"] or r["run"], int(r["records"]), r["problem"]))
+        else:
+            anomaly = Anomaly.make(AnomalyKind(r["kind"]), r["run"], r["test"], r["destination"], r["producer"],
+                                   r["seq"], list(r["operations"]), decisive=bool(r["decisive"]))
+            found.extend([anomaly] * int(r["n"]))
+    return CheckResult(tuple(sorted(found)), sends, problems=tuple(sorted(problems)))
+
+
+def check_dataframe(histories: DataFrame) -> SparkCheck:
+    """Build the check job over a DataFrame of history rows (schema of :mod:`ackspec.pipeline.schema`)."""
+    return SparkCheck(prepare(histories).groupBy(*H).applyInArrow(check_group, OUTPUT_DDL))
 
 
 def check_histories_spark(histories: DataFrame) -> CheckResult:
-    """Run the checks and collect anomalies and send counts to the driver."""
+    """Run the checks and collect anomalies, send counts and problems to the driver."""
     return check_dataframe(histories).collect()

@@ -36,7 +36,6 @@ from ackspec.history.record import HistoryFormatError, Record
 from ackspec.pipeline.allure import write_allure_files
 from ackspec.pipeline.anomalies import Anomaly, SendCounts
 from ackspec.pipeline.checks_python import check_histories
-from ackspec.pipeline.checks_spark import check_dataframe
 from ackspec.pipeline.layout import BENCH_SCHEMA, RunDir, resolve_run_dirs
 from ackspec.pipeline.report_html import render_html
 from ackspec.pipeline.schema import check_parquet, read_run, row_to_record
@@ -179,18 +178,20 @@ def check_runs(runs: Sequence[_Run], master: str | None, engine: str) -> tuple[l
         progress(f"checking the histories of {len(with_histories)} run(s) (single process)")
         result = check_histories(read_records_python(with_histories))
         return list(result.anomalies), result.sends, "python"
+    return check_runs_spark(with_histories, master)
+
+
+def check_runs_spark(runs: Sequence[_Run], master: str | None) -> tuple[list[Anomaly], SendCounts, str]:
+    """The Spark engine over the runs' histories: one job; bad records refuse the report, naming the file."""
+    from ackspec.pipeline.checks_spark import check_dataframe  # noqa: PLC0415 - PySpark only when used
+
     progress(f"starting Spark ({master or 'local[*]'})")
     spark = get_session(master)
-    frames = []
-    for run in with_histories:
-        progress(f"reading the histories of {run.results.run_id}")
-        frame = read_run(spark, run.dir)
-        if frame is not None:
-            frames.append(frame)
+    frames = [frame for frame in (read_run(spark, run.dir) for run in runs) if frame is not None]
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)
-    progress("checking the histories (Spark)")
+    progress(f"checking the histories of {len(runs)} run(s) (Spark)")
     try:
         result = check_dataframe(union).collect()
     except Exception as exc:
@@ -202,6 +203,9 @@ def check_runs(runs: Sequence[_Run], master: str | None, engine: str) -> tuple[l
                 else type(exc).__name__
             raise AckspecError(f"Spark could not read the histories: {first[:300]}") from exc
         raise
+    if result.problems:
+        more = f" (and {len(result.problems) - 1} more file(s))" if len(result.problems) > 1 else ""
+        raise AckspecError(result.problems[0].line() + more)
     return list(result.anomalies), result.sends, "spark"
 
 

@@ -7,9 +7,13 @@ partitioned by ``run`` and ``target`` (``histories.parquet/run=<id>/target=<t>/`
 so a report over many runs prunes whole directories. ``docs/history-format.md``
 documents every column.
 
-Readers are strict: a corrupt Parquet file, a history line that is not JSON, or a
-record of an unknown schema version is an :class:`~ackspec.errors.AckspecError`
-naming the file; nothing is dropped silently.
+Readers take URIs (``file://``, ``hdfs://``, whatever Hadoop file systems the cluster
+has) and never drop a record silently: a line that is not JSON, a record of an unknown
+schema version or without type, op or index is kept with its :data:`PROBLEM` column set
+and its :data:`SOURCE` file, so the check job counts such records per run instead of
+failing (:class:`~ackspec.pipeline.anomalies.Problem`). A corrupt Parquet file of a
+local run is an :class:`~ackspec.errors.AckspecError` naming it (its footer is read
+first). PySpark is imported only by the functions that use it.
 """
 
 from __future__ import annotations
@@ -21,12 +25,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
 
 from ackspec.errors import AckspecError
 from ackspec.history.record import SCHEMA_VERSION, Record
-from ackspec.pipeline.layout import PARQUET_PARTITIONS, RunDir
+from ackspec.pipeline.layout import HISTORIES_DIR, HISTORIES_PARQUET, HISTORY_SUFFIX, PARQUET_PARTITIONS, RunDir
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("run", "string"),
@@ -60,8 +62,16 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 DDL = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
 
 
+PROBLEM = "_problem"
+"""Column of a read history row: what is wrong with it (``None`` when nothing)."""
+SOURCE = "_source"
+"""Column of a read history row: its file, set on flagged rows only."""
+
+
 def spark_schema() -> Any:
     """The pyspark StructType of a history row."""
+    from pyspark.sql.types import StructType  # noqa: PLC0415
+
     return StructType.fromDDL(DDL)
 
 
@@ -97,11 +107,6 @@ def row_to_record(row: dict[str, Any]) -> Record:
     return Record.from_mapping(data)
 
 
-def records_dataframe(spark: Any, records: Iterable[Record]) -> Any:
-    """A DataFrame of in-memory records (tests, small histories)."""
-    return spark.createDataFrame([record_row(r) for r in records], schema=spark_schema())
-
-
 # --- reading run directories ---------------------------------------------------------------------
 
 
@@ -130,68 +135,107 @@ def check_parquet(path: Path) -> None:
                         f"{file}: history schema version {bad} is not supported (expected {SCHEMA_VERSION})")
 
 
-def read_parquet(spark: Any, path: Path) -> Any:
-    """The histories of a Parquet dataset (partition columns restored), validated."""
-    check_parquet(path)
-    df = spark.read.option("basePath", str(path)).parquet(str(path))
-    return _conform(df, str(path), scan_versions=False)
+def as_uri(location: str | Path) -> str:
+    """A local path as a ``file://`` URI; a URI (``scheme://...``) as it is."""
+    text = str(location)
+    return text if "://" in text else Path(text).resolve().as_uri()
 
 
-def read_jsonl(spark: Any, files: Sequence[Path]) -> Any:
-    """The histories of JSON-lines files (what older runs wrote), validated."""
+def _version_problem() -> Any:
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    return F.when(F.col("v").isNotNull() & (F.col("v") != SCHEMA_VERSION),
+                  F.format_string(f"history schema version %d is not supported (expected {SCHEMA_VERSION})",
+                                  F.col("v")))
+
+
+def read_parquet(spark: Any, location: str | Path) -> Any:
+    """The histories of a Parquet dataset (partition columns restored); a local one's footers checked first."""
+    uri = as_uri(location)
+    if uri.startswith("file:"):
+        check_parquet(Path(uri.removeprefix("file://")))
+    df = spark.read.option("basePath", uri).parquet(uri)
+    return _conform(df, uri, _version_problem())
+
+
+def read_jsonl(spark: Any, files: Sequence[str | Path]) -> Any:
+    """The histories of JSON-lines files (URIs or paths); unusable lines flagged, not dropped."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+    from pyspark.sql.types import StringType, StructField  # noqa: PLC0415
+
     schema = spark_schema().add(StructField("_corrupt_record", StringType(), True))
     df = (spark.read.schema(schema).option("mode", "PERMISSIVE")
-          .option("columnNameOfCorruptRecord", "_corrupt_record").json([str(f) for f in files])
-          .withColumn("_file", F.input_file_name()))
-    bad = (df.where(F.col("_corrupt_record").isNotNull() | (F.coalesce(F.col("v"), F.lit(SCHEMA_VERSION))
-                                                           != SCHEMA_VERSION)
-                    | F.col("type").isNull() | F.col("op").isNull() | F.col("index").isNull())
-           .select("_file", "v", "_corrupt_record").limit(1).collect())
-    if bad:
-        row = bad[0]
-        name = row["_file"].replace("file://", "")
-        if row["_corrupt_record"] is not None:
-            raise AckspecError(f"{name}: malformed history line: {row['_corrupt_record'][:80]!r}")
-        if row["v"] is not None and row["v"] != SCHEMA_VERSION:
-            raise AckspecError(
-                f"{name}: history schema version {row['v']} is not supported (expected {SCHEMA_VERSION})")
-        raise AckspecError(f"{name}: history record without type, op or index")
-    return df.drop("_corrupt_record", "_file").withColumn("v", F.coalesce(F.col("v"), F.lit(SCHEMA_VERSION)))
+          .option("columnNameOfCorruptRecord", "_corrupt_record").json([as_uri(f) for f in files]))
+    problem = (F.when(F.col("_corrupt_record").isNotNull(),
+                      F.concat(F.lit("malformed history line: "), F.substring("_corrupt_record", 1, 80)))
+               .when(F.col("v").isNotNull() & (F.col("v") != SCHEMA_VERSION),
+                     F.format_string(f"history schema version %d is not supported (expected {SCHEMA_VERSION})",
+                                     F.col("v")))
+               .when(F.col("type").isNull() | F.col("op").isNull() | F.col("index").isNull(),
+                     F.lit("history record without type, op or index")))
+    df = df.withColumn(PROBLEM, problem).withColumn(SOURCE, F.when(F.col(PROBLEM).isNotNull(),
+                                                                   F.col("_metadata.file_path")))
+    return df.drop("_corrupt_record").withColumn("v", F.coalesce(F.col("v"), F.lit(SCHEMA_VERSION)))
 
 
-def _conform(df: Any, name: str, *, scan_versions: bool = True) -> Any:
+def _conform(df: Any, name: str, problem: Any = None) -> Any:
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
     columns = set(df.columns)
     missing = [c for c, _ in COLUMNS if c not in columns and c != "v"]
     if missing:
         raise AckspecError(f"{name}: not an ackspec history dataset (missing columns: {', '.join(missing)})")
     if "v" not in columns:
         df = df.withColumn("v", F.lit(SCHEMA_VERSION))
-    versions = [r["v"] for r in df.select("v").distinct().collect() if r["v"] not in (None, SCHEMA_VERSION)] \
-        if scan_versions else []
-    if versions:
-        raise AckspecError(f"{name}: history schema version {versions[0]} is not supported (expected {SCHEMA_VERSION})")
-    return df.select(*[F.col(f"`{c}`").cast(kind).alias(c) for c, kind in COLUMNS])
+    flagged = problem if problem is not None else F.lit(None).cast("string")
+    df = df.withColumn(PROBLEM, flagged)
+    df = df.withColumn(SOURCE, F.when(F.col(PROBLEM).isNotNull(), F.col("_metadata.file_path")))
+    return df.select(*[F.col(f"`{c}`").cast(kind).alias(c) for c, kind in COLUMNS], PROBLEM, SOURCE)
 
 
-def read_run(spark: Any, run_dir: RunDir) -> Any | None:
-    """The histories of one run: Parquet if present, else the JSON lines; ``None`` when it has none."""
-    if run_dir.has_parquet():
-        return read_parquet(spark, run_dir.histories_parquet)
-    files = run_dir.history_files()
-    if not files:
-        return None
-    return read_jsonl(spark, files)
+def _exists(spark: Any, uri: str) -> bool:
+    """Whether ``uri`` exists, asked of the Hadoop file system that serves it."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return bool(path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path))
+
+
+def read_run(spark: Any, run_dir: RunDir | str) -> Any | None:
+    """The histories of one run directory (a local :class:`RunDir` or a URI): Parquet if present,
+    else the JSON lines; ``None`` when it has none."""
+    if isinstance(run_dir, RunDir):
+        if run_dir.has_parquet():
+            return read_parquet(spark, run_dir.histories_parquet)
+        files = run_dir.history_files()
+        return read_jsonl(spark, files) if files else None
+    root = as_uri(run_dir).rstrip("/")
+    if _exists(spark, f"{root}/{HISTORIES_PARQUET}"):
+        return read_parquet(spark, f"{root}/{HISTORIES_PARQUET}")
+    pattern = f"{root}/{HISTORIES_DIR}/*{HISTORY_SUFFIX}"
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(pattern)
+    found = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).globStatus(path)
+    return read_jsonl(spark, [pattern]) if found else None
+
+
+def records_dataframe(spark: Any, records: Iterable[Record]) -> Any:
+    """A DataFrame of in-memory records (tests, small histories)."""
+    return spark.createDataFrame([record_row(r) for r in records], schema=spark_schema())
 
 
 def convert_run(spark: Any, run_dir: RunDir) -> Path:
-    """Write a run's JSON-lines histories as ``histories.parquet`` partitioned by run and target."""
+    """Write a run's JSON-lines histories as ``histories.parquet`` partitioned by run and target;
+    refuses (naming the file) when some line cannot be used."""
     files = run_dir.history_files()
     if not files:
         raise AckspecError(f"{run_dir.histories}: no *.jsonl histories to convert")
     df = read_jsonl(spark, files)
-    write_parquet(df, run_dir.histories_parquet)
+    bad = df.where(df[PROBLEM].isNotNull()).select(PROBLEM, SOURCE).limit(1).collect()
+    if bad:
+        raise AckspecError(f"{bad[0][SOURCE].removeprefix('file://')}: {bad[0][PROBLEM]}")
+    write_parquet(df.drop(PROBLEM, SOURCE), run_dir.histories_parquet)
     return run_dir.histories_parquet
 
 
-def write_parquet(df: Any, path: Path, mode: str = "overwrite") -> None:
-    df.write.mode(mode).partitionBy(*PARQUET_PARTITIONS).parquet(str(path))
+def write_parquet(df: Any, location: str | Path, mode: str = "overwrite") -> None:
+    df.write.mode(mode).partitionBy(*PARQUET_PARTITIONS).parquet(as_uri(location))

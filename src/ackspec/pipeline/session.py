@@ -1,25 +1,28 @@
-"""The SparkSession of the pipeline: local and quiet by default, any cluster by URL.
+"""The SparkSession of the pipeline: one per process, tuned for a small machine only when local.
 
-``local[*]`` sized for a small machine (2 cores, 24 GiB): few shuffle partitions,
-8 GiB of driver memory (in local mode the executors live in the driver JVM, so this is
-the heap every check runs in; ``ACKSPEC_SPARK_DRIVER_MEMORY`` overrides it), no UI,
-Spark's own logging at ERROR (the configuration in
-``resources/log4j2.properties``) so the user sees ackspec's progress lines, not
-the JVM's start-up chatter. ``--master spark://...`` (or ``yarn``, ``k8s://...``)
-runs the same job on a cluster; under ``spark-submit`` the submitted master wins.
+Any Spark master URL works (``local[*]``, ``local-cluster[2,1,1024]``, ``spark://host:7077``,
+``yarn``, ``k8s://...``); under ``spark-submit`` the submitted master and settings win.
+Only a ``local[...]`` master gets the local tuning (:data:`LOCAL_SETTINGS`): a few shuffle
+partitions, driver memory sized for executors living in the driver JVM, the driver bound
+to loopback, the throughput collector. A cluster keeps its own sizing: forcing four
+shuffle partitions or a loopback driver address there would cap or break the job.
+
+Every master gets :data:`COMMON_SETTINGS` (no UI, UTC, Arrow) and Spark's own logging at
+ERROR (``resources/log4j2.properties``), so the user sees ackspec's progress lines, not
+the JVM's start-up chatter. One session per process: :func:`get_session` returns the
+active one when the caller does not ask for another master.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import zipfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
-
-from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
 
@@ -31,32 +34,43 @@ JAVA17_OPTIONS = " ".join(
 ) + " -Djdk.reflect.useDirectMethodHandle=false -XX:+IgnoreUnrecognizedVMOptions"
 """Module openings Spark needs on Java 17 (Spark's launcher adds them too; harmless when repeated)."""
 
-LOCAL_SETTINGS: dict[str, str] = {
-    "spark.driver.memory": "8g",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "4",
-    "spark.sql.adaptive.enabled": "true",
-    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+COMMON_SETTINGS: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
-    # the checks partition everything by (run, test) once: let joins and windows on supersets of
-    # those keys reuse that partitioning instead of shuffling again
-    "spark.sql.requireAllClusterKeysForCoPartition": "false",
-    "spark.sql.requireAllClusterKeysForDistribution": "false",
-    "spark.sql.autoBroadcastJoinThreshold": "64MB",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.parquet.compression.codec": "snappy",
 }
+"""Settings of every master: they change what the job prints and writes, not how big it may grow."""
 
+LOCAL_SETTINGS: dict[str, str] = {
+    "spark.driver.memory": "8g",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.files.minPartitionNum": "2",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+"""A local master on a small machine (2 cores): the executors live in the driver JVM, so the
+driver's heap is the checks' heap (``ACKSPEC_SPARK_DRIVER_MEMORY`` overrides it); few shuffle
+partitions, so a report over one run is a handful of tasks, not 200."""
 
 LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
 """Extra JVM options of a local master (executors inside the driver JVM). The throughput
 collector: with G1 a 10M-operation check took ~13% more CPU on 2 cores (driver, JVM and
 workers: 94 -> 82 s, docs/pipeline-benchmark.md). Clusters keep their own collector."""
+
+_LOCAL = re.compile(r"local(\[[^\]]*\])?$")
+
+
+def is_local(master: str) -> bool:
+    """Whether ``master`` runs the executors inside the driver JVM (``local``, ``local[N]``, ``local[*]``).
+
+    ``local-cluster[...]`` is not: it starts worker and executor processes like a real cluster."""
+    return bool(_LOCAL.match(master))
 
 
 def log4j_config() -> str:
@@ -68,37 +82,53 @@ def progress(message: str) -> None:
     print(f"ackspec: {message}", file=sys.stderr, flush=True)
 
 
+def submitted_master() -> str | None:
+    """The master ``spark-submit`` chose for this process, if it launched it."""
+    if not os.environ.get("SPARK_ENV_LOADED") and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        return None
+    from pyspark import SparkConf  # noqa: PLC0415 - Spark is imported only where it is used
+
+    return str(SparkConf().get("spark.master", DEFAULT_MASTER))
+
+
+def session_settings(master: str) -> dict[str, str]:
+    """The configuration :func:`get_session` applies for ``master`` (before the caller's ``extra``)."""
+    config = log4j_config()
+    java = f"{JAVA17_OPTIONS} -Dlog4j2.configurationFile=file:{config} -Dlog4j.configurationFile=file:{config}"
+    settings = dict(COMMON_SETTINGS)
+    if is_local(master):
+        settings.update(LOCAL_SETTINGS)
+        settings["spark.driver.extraJavaOptions"] = f"{java} {LOCAL_JAVA_OPTIONS}"
+        if os.environ.get("ACKSPEC_SPARK_DRIVER_MEMORY"):  # e.g. 12g for tens of millions of operations
+            settings["spark.driver.memory"] = os.environ["ACKSPEC_SPARK_DRIVER_MEMORY"]
+    else:
+        settings["spark.driver.extraJavaOptions"] = java
+    settings["spark.executor.extraJavaOptions"] = java
+    return settings
+
+
 def get_session(master: str | None = None, *, app_name: str = "ackspec-pipeline",
                 extra: dict[str, str] | None = None) -> Any:
-    """A SparkSession for the pipeline; reuses the active one (tests share one per session)."""
+    """The process's SparkSession; reuses the active one unless another ``master`` is asked for."""
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - Spark is imported only where it is used
+
     active = SparkSession.getActiveSession()
-    if active is not None and master is None:
+    if active is not None and (master is None or active.sparkContext.master == master):
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    config = log4j_config()
-    java_options = f"{JAVA17_OPTIONS} -Dlog4j2.configurationFile=file:{config} -Dlog4j.configurationFile=file:{config}"
+    submitted = submitted_master()
+    chosen = master or submitted or DEFAULT_MASTER
+    if is_local(chosen) or chosen.startswith("local-cluster"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name)
-    submitted = "spark.master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "") or os.environ.get("SPARK_ENV_LOADED")
     if master or not submitted:
-        builder = builder.master(master or DEFAULT_MASTER)
-    for key, value in LOCAL_SETTINGS.items():
-        remote = master is not None and not master.startswith("local")
-        if remote and key in ("spark.driver.host", "spark.driver.bindAddress"):
-            continue  # a cluster must be able to reach the driver
-        builder = builder.config(key, value)
-    local = (master or ("" if submitted else DEFAULT_MASTER)).startswith("local")
-    driver_options = f"{java_options} {LOCAL_JAVA_OPTIONS}" if local else java_options
-    builder = builder.config("spark.driver.extraJavaOptions", driver_options)
-    builder = builder.config("spark.executor.extraJavaOptions", java_options)
-    if os.environ.get("ACKSPEC_SPARK_DRIVER_MEMORY"):  # e.g. 12g for tens of millions of operations locally
-        builder = builder.config("spark.driver.memory", os.environ["ACKSPEC_SPARK_DRIVER_MEMORY"])
-    for key, value in (extra or {}).items():
+        builder = builder.master(chosen)
+    for key, value in {**session_settings(chosen), **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    if not local:
+    if not is_local(chosen):
         ship_package(spark)
     return spark
 
@@ -106,9 +136,9 @@ def get_session(master: str | None = None, *, app_name: str = "ackspec-pipeline"
 def ship_package(spark: Any) -> Path:
     """Send this ackspec package to the executors of a cluster (``addPyFile`` of a zip of it).
 
-    The checks run ``ackspec.pipeline.checks_python.check_one`` in the executors' Python
-    workers (:mod:`ackspec.pipeline.checks_spark`); a cluster's nodes then need only Python,
-    pyarrow and pandas, not an ackspec installation of the same version as the driver's.
+    The rules run in the executors' Python workers (:mod:`ackspec.pipeline.checks_spark`); a
+    cluster's nodes then need only Python, pyarrow and pandas, not an ackspec installation of
+    the same version as the driver's.
     """
     package = Path(__file__).resolve().parents[1]
     archive = Path(tempfile.mkdtemp(prefix="ackspec-pyfiles-")) / "ackspec.zip"

@@ -1,0 +1,81 @@
+"""The history checks as a ``spark-submit`` application: run directories in, anomaly rows out, by URI.
+
+    spark-submit --master spark://host:7077 "$(python -c 'import ackspec.pipeline.submit as m; print(m.__file__)')" \\
+        hdfs:///ackspec/runs/20261122T103200-ab12cd file:///data/runs/other-run --out hdfs:///ackspec/checks/nightly
+
+Also ``python -m ackspec.pipeline.submit [--master URL] RUN_URI... --out URI`` without
+``spark-submit``. Each RUN_URI is a run directory (docs/run-directory.md) on any Hadoop
+file system the cluster has; its ``histories.parquet`` is read if present, else its
+``histories/*.jsonl``. Every output row of the check job (:data:`ackspec.pipeline.checks_spark.OUTPUT`:
+anomalies, per-history send counts, per-run counts of unusable records) is written as
+Parquet to ``--out``; one JSON line of totals goes to stdout. Nothing that grows with the
+number of operations is collected on the driver. Exit status: 0 when the histories were
+checked, 2 when some records could not be used (they are counted per run in the output
+and on stderr) or the input is bad (one line).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)  # run as a script: our sibling modules (schema, session ...) must not shadow top-level ones
+
+import argparse
+import json
+import time
+from typing import Any
+
+from ackspec.errors import AckspecError
+from ackspec.pipeline.schema import as_uri, read_run
+from ackspec.pipeline.session import get_session, progress
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="ackspec-spark-check",
+                                     description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("runs", nargs="+", metavar="RUN_URI", help="run directory (URI or local path)")
+    parser.add_argument("--out", required=True, metavar="URI", help="where the output rows are written (Parquet)")
+    parser.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
+    return parser.parse_args(argv)
+
+
+def check(spark: Any, runs: list[str], out: str) -> dict[str, Any]:
+    """Check the runs' histories with one job; write the rows to ``out``; return the totals."""
+    from ackspec.pipeline.checks_spark import check_dataframe  # noqa: PLC0415
+
+    frames = []
+    for run in runs:
+        frame = read_run(spark, as_uri(run))
+        if frame is None:
+            raise AckspecError(f"{run}: no histories (neither histories.parquet nor histories/*.jsonl)")
+        frames.append(frame)
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    return check_dataframe(union).write(as_uri(out))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    started = time.monotonic()
+    try:
+        spark = get_session(args.master, app_name="ackspec-history-check")
+        totals = check(spark, args.runs, args.out)
+    except AckspecError as exc:
+        print(f"ackspec: {exc}", file=sys.stderr)
+        return 2
+    totals["seconds"] = round(time.monotonic() - started, 1)
+    totals["master"] = spark.sparkContext.master
+    totals["out"] = as_uri(args.out)
+    print(json.dumps(totals, sort_keys=True))
+    if totals["problem_records"]:
+        progress(f"{totals['problem_records']} history record(s) could not be used: rows of kind 'problem' "
+                 f"in {totals['out']} name them per run")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
