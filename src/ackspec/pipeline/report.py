@@ -178,15 +178,16 @@ def check_runs(runs: Sequence[_Run], master: str | None, engine: str) -> tuple[l
         progress(f"checking the histories of {len(with_histories)} run(s) (single process)")
         result = check_histories(read_records_python(with_histories))
         return list(result.anomalies), result.sends, "python"
-    return check_runs_spark(with_histories, master)
+    return check_runs_spark(with_histories, master, small=history_bytes(with_histories) < SMALL_INPUT_BYTES)
 
 
-def check_runs_spark(runs: Sequence[_Run], master: str | None) -> tuple[list[Anomaly], SendCounts, str]:
+def check_runs_spark(runs: Sequence[_Run], master: str | None, *,
+                     small: bool = False) -> tuple[list[Anomaly], SendCounts, str]:
     """The Spark engine over the runs' histories: one job; bad records refuse the report, naming the file."""
     from ackspec.pipeline.checks_spark import check_dataframe  # noqa: PLC0415 - PySpark only when used
 
     progress(f"starting Spark ({master or 'local[*]'})")
-    spark = get_session(master)
+    spark = get_session(master, small=small)
     frames = [frame for frame in (read_run(spark, run.dir) for run in runs) if frame is not None]
     union = frames[0]
     for frame in frames[1:]:

@@ -136,9 +136,12 @@ def check_parquet(path: Path) -> None:
 
 
 def as_uri(location: str | Path) -> str:
-    """A local path as a ``file://`` URI; a URI (``scheme://...``) as it is."""
+    """A local path as a ``file://`` URI; a URI (``scheme://...``) as it is.
+
+    Not percent-encoded: Hadoop's ``Path`` takes the characters as they are, and a glob
+    (``histories/*.jsonl``) must stay a glob."""
     text = str(location)
-    return text if "://" in text else Path(text).resolve().as_uri()
+    return text if "://" in text else f"file://{Path(text).resolve()}"
 
 
 def _version_problem() -> Any:
@@ -206,8 +209,8 @@ def read_run(spark: Any, run_dir: RunDir | str) -> Any | None:
     if isinstance(run_dir, RunDir):
         if run_dir.has_parquet():
             return read_parquet(spark, run_dir.histories_parquet)
-        files = run_dir.history_files()
-        return read_jsonl(spark, files) if files else None
+        # one glob, not a path per file: a single listing when the DataFrame is planned
+        return read_jsonl(spark, [run_dir.histories / f"*{HISTORY_SUFFIX}"]) if run_dir.history_files() else None
     root = as_uri(run_dir).rstrip("/")
     if _exists(spark, f"{root}/{HISTORIES_PARQUET}"):
         return read_parquet(spark, f"{root}/{HISTORIES_PARQUET}")
