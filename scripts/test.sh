@@ -50,10 +50,21 @@ suite_run() {  # NAME URL PROFILE [RESTART-COMMAND]: one conformance run into $O
   ackspec run --target "$url" --profile "$profile" "${restart[@]}" --out "$OUT/runs/$name" --no-report
 }
 
-client_run() {  # NAME CLIENT: the client-side suite with one client library into $OUT/runs/client-NAME
-  local name=$1 client=$2
+client_run() {  # NAME BROKER CLIENT: the client-side suite with one client library into $OUT/runs/client-NAME
+  local name=$1 broker=$2 client=$3 on=()
+  [ "$broker" = reference ] || on=(--broker "$broker")
   rm -rf "$OUT/runs/client-$name"
-  ackspec run --client "$client" --out "$OUT/runs/client-$name" --no-report </dev/null
+  ackspec run --client "$client" "${on[@]}" --out "$OUT/runs/client-$name" --no-report </dev/null
+}
+
+clients_on() {  # BROKER: every client of scripts/clients.list listed against BROKER (which is up)
+  local on=$1 status=0 name broker client
+  while read -r name broker client; do
+    case "$name" in ''|'#'*) continue ;; esac
+    [ "$broker" = "$on" ] || continue
+    client_run "$name" "$broker" "$client" || status=1
+  done < scripts/clients.list
+  return "$status"
 }
 
 broker_runs() {  # BROKER: start it, run the suite over each of its protocols, always stop it
@@ -71,6 +82,7 @@ print(f"{b.name}-stomp {b.stomp_url} {b.profile}")
 if b.amqp_url:
     print(f"{b.name}-amqp {b.amqp_url} {b.profile}")
 ' "$broker")
+  clients_on "$broker" || status=1  # the client libraries judged against this broker
   bash brokers/stop.sh "$broker" || status=1
   return "$status"
 }
@@ -87,9 +99,10 @@ step types mypy
 step pytest pytest_all
 mkdir -p "$OUT/runs"
 # the client-side suite, one run per client library (client-NAME columns in the report and the matrix)
-while read -r name client; do
+while read -r name broker client; do
   case "$name" in ''|'#'*) continue ;; esac
-  step "client-$name" client_run "$name" "$client"
+  [ "$broker" = reference ] || continue  # the others run in their broker's step, while it is up
+  step "client-$name" client_run "$name" "$broker" "$client"
 done < scripts/clients.list
 step suite-reference-stomp suite_run reference-stomp reference://embedded reference
 step suite-reference-amqp suite_run reference-amqp reference+amqp://embedded reference

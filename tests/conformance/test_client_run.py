@@ -167,3 +167,24 @@ def test_client_evidence_keeps_no_credentials() -> None:
     entry = {"command": "CONNECT", "headers": {"login": "admin", "passcode": "admin", "host": "/"}}
     assert _redacted(entry)["headers"] == {"login": "admin", "passcode": "***", "host": "/"}
     assert entry["headers"]["passcode"] == "admin"  # the proxy's own record is left alone
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--broker", "artemis"], "--broker names the broker a client runs against: use it with --client"),
+    (["--client", "stomp.py", "--broker", "nope"], "unknown broker 'nope' (known: rabbitmq, activemq, artemis"),
+])
+def test_broker_for_a_client_run_is_checked_first(tmp_path: Path, argv: list[str], message: str) -> None:
+    done = ackspec("run", *argv, "--out", str(tmp_path / "run"))
+    assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_client_run_never_credits_another_broker_than_asked() -> None:
+    from ackspec.conformance.client_target import ClientBrokerMismatch, resolve_client  # noqa: PLC0415
+
+    target = resolve_client("reference", None, "artemis")
+    assert target.expected_broker == "artemis-2"
+    with pytest.raises(ClientBrokerMismatch, match="against reference, not artemis-2"):
+        target.note(object(), "reference")
+    target.note(object(), "artemis-2")
+    assert target.info().broker == "artemis-2"
+    assert resolve_client("reference", None).expected_broker is None

@@ -2,7 +2,9 @@
 
 ``ackspec run --client NAME`` judges a client library instead of a broker: pytest runs the
 client-side suite (``ackspec.conformance.client``) with the client under test NAME (a registered
-client, ``module:Class`` or ``shim:COMMAND``) against the fault-injecting reference broker, and
+client, ``module:Class`` or ``shim:COMMAND``) against the fault-injecting reference broker (or,
+with ``--broker B``, a broker that brokers/ starts, where rules needing fault injection or a
+confirmation gate for the client's protocol are not applicable), and
 writes the same run directory as a broker run (results.json with ``kind: client``, junit.xml,
 allure-results/, the report). ``--profile`` then names a client profile (``spec/clients/``);
 without it the client's bundled profile, if any, supplies the known deviations.
@@ -32,10 +34,12 @@ def preflight_client(args: argparse.Namespace) -> None:
     from ackspec.spec.client_profiles import load_client_profile  # noqa: PLC0415
 
     if args.target:
-        raise AckspecError("--client runs the client-side suite against the reference broker; "
-                           "--target is for broker runs (use one or the other)")
+        raise AckspecError("--client runs the client-side suite against the reference broker, or the broker "
+                           "--broker names; --target is for broker runs (use one or the other)")
     if args.restart_command or args.fault:
         raise AckspecError("--client does not take --restart-command or broker faults")
+    if args.broker:
+        _preflight_broker(args.broker)
     try:
         check_client(args.client)
     except UnknownClientError as exc:
@@ -45,6 +49,19 @@ def preflight_client(args: argparse.Namespace) -> None:
             load_client_profile(args.profile)
         except SpecError as exc:
             raise AckspecError(str(exc)) from exc
+
+
+def _preflight_broker(name: str) -> None:
+    """A broker of brokers/ that is up (its STOMP port answers), else one line saying how to start it."""
+    from ackspec.brokers import broker  # noqa: PLC0415
+    from ackspec.conformance.target import probe  # noqa: PLC0415
+    from ackspec.conformance.verdicts import TargetUnavailable  # noqa: PLC0415
+
+    info = broker(name)  # AckspecError naming the known brokers
+    try:
+        probe(info.stomp_url)
+    except TargetUnavailable as exc:
+        raise AckspecError(f"broker {name}: {exc} (start it: bash brokers/start.sh {name})") from exc
 
 
 def includes_reference_client(args: argparse.Namespace) -> bool:
@@ -70,6 +87,8 @@ def client_pytest_args(args: argparse.Namespace, client: str, run_id: str, out: 
             f"--junitxml={out / 'junit.xml'}", f"--alluredir={out / 'allure-results'}", "--clean-alluredir"]
     if args.client and args.profile:
         argv.append(f"--ackspec-client-profile={args.profile}")
+    if args.client and args.broker:
+        argv.append(f"--ackspec-client-broker={args.broker}")
     for flag, value in (("--ackspec-timeout", args.timeout), ("--ackspec-seed", args.seed),
                         ("--ackspec-examples", args.examples)):
         if value is not None:

@@ -64,6 +64,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--client", metavar="NAME",
                    help="judge a client library instead of a broker: a registered client (reference, reference-amqp, "
                         "stomp.py, proton, ...), module:Class or shim:COMMAND, through the client-side suite")
+    p.add_argument("--broker", metavar="NAME",
+                   help="with --client: drive the client against this broker of brokers/ (rabbitmq, activemq, artemis, "
+                        "activemq6) instead of the embedded reference broker")
     p.add_argument("--only", metavar="PATTERN", action="append", default=[],
                    help="run only tests whose id or cited requirement matches (glob; repeatable)")
     p.add_argument("--skip", metavar="PATTERN", action="append", default=[],
@@ -163,6 +166,9 @@ def _preflight(args: argparse.Namespace) -> None:
     if args.client:
         preflight_client(args)
         return
+    if args.broker:
+        raise AckspecError("--broker names the broker a client runs against: use it with --client "
+                           "(a broker's own run is --target URL --profile NAME)")
     if args.profile:
         try:
             load_profile(args.profile)

@@ -22,8 +22,14 @@ from ackspec.conformance.verdicts import Outcome, OutcomeKind, classify
 from ackspec.results import TargetInfo
 
 CLIENT_SUITE_PACKAGE = "ackspec.conformance.client"
+CLIENT_BROKER_ENV = "ACKSPEC_CLIENT_BROKER"
+"""Names the broker of brokers/ the client-side suite drives the client against (as ``--ackspec-client-broker``)."""
 DEFAULT_CLIENT = "reference"
 REFERENCE_BROKER = "reference"  # the target profile of the embedded reference broker the client suite uses
+
+
+class ClientBrokerMismatch(RuntimeError):
+    """The client ran against another broker than the one asked for: its verdicts would be misattributed."""
 
 
 class UnknownClientError(ValueError):
@@ -81,6 +87,7 @@ class ClientTarget:
     spec: str
     profile: Any = None  # ackspec.spec.client_profiles.ClientProfile
     identity: ClientIdentity | None = None
+    expected_broker: str | None = None  # the target profile of the broker asked for (None: the reference broker)
     _deviations: list[KnownDeviation] = field(default_factory=list)
 
     @property
@@ -93,6 +100,10 @@ class ClientTarget:
 
     def note(self, cut: Any, broker: str) -> None:
         """Remember the first client the tests built: its library, version and protocol, and the broker."""
+        if broker != (self.expected_broker or REFERENCE_BROKER):
+            raise ClientBrokerMismatch(f"the client-side suite drove the client against {broker}, not "
+                                       f"{self.expected_broker or REFERENCE_BROKER} as asked: its fixtures do not "
+                                       "support that broker")
         if self.identity is not None:
             return
         self.identity = ClientIdentity(driver=str(getattr(cut, "name", self.spec)),
@@ -133,18 +144,25 @@ class ClientTarget:
                           broker=self.broker)
 
 
-def resolve_client(spec: str | None, profile_name: str | None) -> ClientTarget:
-    """The client target: ``spec`` (default: the reference client) and its profile (named, else the
-    bundled profile of that client, else none). :class:`ProfileError` on a bad profile name."""
+def resolve_client(spec: str | None, profile_name: str | None, broker: str | None = None) -> ClientTarget:
+    """The client target: ``spec`` (default: the reference client), its profile (named, else the bundled
+    profile of that client, else none) and the broker of brokers/ it is to run against (None: the
+    reference broker). :class:`ProfileError` on a bad profile or broker name."""
+    from ackspec.brokers import broker as broker_info  # noqa: PLC0415
+    from ackspec.errors import AckspecError  # noqa: PLC0415
     from ackspec.spec import SpecError  # noqa: PLC0415
     from ackspec.spec.client_profiles import load_client_profile, profile_for_client  # noqa: PLC0415
 
     spec = spec or DEFAULT_CLIENT
+    try:
+        expected = broker_info(broker).profile if broker else None
+    except AckspecError as exc:
+        raise ProfileError(str(exc)) from exc
     name = profile_name or profile_for_client(spec)
     if name is None:
-        return ClientTarget(spec)
+        return ClientTarget(spec, expected_broker=expected)
     try:
-        return ClientTarget(spec, load_client_profile(name))
+        return ClientTarget(spec, load_client_profile(name), expected_broker=expected)
     except SpecError as exc:
         raise ProfileError(str(exc)) from exc
 

@@ -56,6 +56,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ackspec-client", default=None, metavar="NAME",
                     help="client under test of the client-side suite (ackspec.conformance.client): a registered "
                          "client, module:Class or shim:COMMAND (default: reference)")
+    group.addoption("--ackspec-client-broker", default=None, metavar="NAME",
+                    help="drive the client-side suite's client against this broker of brokers/ (rabbitmq, activemq, "
+                         "artemis, activemq6; or ACKSPEC_CLIENT_BROKER) instead of the embedded reference broker")
     group.addoption("--ackspec-client-profile", default=None, metavar="NAME",
                     help="client profile (spec/clients/NAME.yaml) with the library's known deviations "
                          "(default: the bundled profile of that client, if any)")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import itertools
+import os
 import secrets
 import subprocess
 from collections.abc import Iterator, Mapping
@@ -36,6 +37,7 @@ from ackspec import __version__
 from ackspec.conformance import applicability
 from ackspec.conformance import config as suite_config
 from ackspec.conformance.client_target import (
+    CLIENT_BROKER_ENV,
     ClientTarget,
     classify_client,
     client_spec,
@@ -184,7 +186,9 @@ class SuiteSession:
         if broker or not client:
             return broker
         try:
-            self.client = resolve_client(self.client_spec, self.client_profile_name)
+            self.client = resolve_client(self.client_spec, self.client_profile_name,
+                                         self.config.getoption("ackspec_client_broker")
+                                         or os.environ.get(CLIENT_BROKER_ENV))
         except ProfileError as exc:
             raise pytest.UsageError(str(exc)) from exc
         return client
