@@ -46,6 +46,17 @@ def client_spec(config: Any) -> str:
     return str(name or os.environ.get("ACKSPEC_CLIENT") or DEFAULT_CLIENT)
 
 
+def client_broker(config: Any) -> str | None:
+    """The broker of brokers/ a pytest session asks the client-side suite to use: ``--ackspec-client-broker``,
+    else ``ACKSPEC_CLIENT_BROKER``, else None (the embedded reference broker). The fixtures and the
+    session read it here, so what runs and what results.json credits cannot disagree."""
+    try:
+        name = config.getoption("--ackspec-client-broker")
+    except ValueError:
+        name = None
+    return str(name) if name else (os.environ.get(CLIENT_BROKER_ENV) or None)
+
+
 def is_client_suite_item(item: Any) -> bool:
     """Whether a pytest item is a test of the client-side suite (its module is in the suite's package)."""
     module = getattr(getattr(item, "module", None), "__name__", "") or ""

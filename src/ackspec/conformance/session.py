@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import itertools
-import os
 import secrets
 import subprocess
 from collections.abc import Iterator, Mapping
@@ -37,9 +36,9 @@ from ackspec import __version__
 from ackspec.conformance import applicability
 from ackspec.conformance import config as suite_config
 from ackspec.conformance.client_target import (
-    CLIENT_BROKER_ENV,
     ClientTarget,
     classify_client,
+    client_broker,
     client_spec,
     is_client_suite_item,
     resolve_client,
@@ -186,9 +185,7 @@ class SuiteSession:
         if broker or not client:
             return broker
         try:
-            self.client = resolve_client(self.client_spec, self.client_profile_name,
-                                         self.config.getoption("ackspec_client_broker")
-                                         or os.environ.get(CLIENT_BROKER_ENV))
+            self.client = resolve_client(self.client_spec, self.client_profile_name, client_broker(self.config))
         except ProfileError as exc:
             raise pytest.UsageError(str(exc)) from exc
         return client
