@@ -45,12 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
+    """Run one sub-command; its errors are one line, and Ctrl-C anywhere (even while the
+    sub-commands' modules are still importing) is one line and exit 130, never a traceback."""
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
         code: int = args.func(args)
     except AckspecError as exc:
         print(f"ackspec: {exc}", file=sys.stderr)

@@ -33,7 +33,7 @@ import io
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -271,7 +271,7 @@ def _run_target(args: argparse.Namespace, target: PlannedTarget, run_id: str, wa
     started = time.monotonic()
     code: int = pytest.ExitCode.INTERRUPTED
     try:
-        with contextlib.nullcontext() if args.verbose else contextlib.redirect_stdout(sink):
+        with contextlib.nullcontext() if args.verbose else _captured(sink):
             code = pytest.main(pytest_args(args, run_id, target.out, target),
                                plugins=[] if args.verbose else [progress])
     except KeyboardInterrupt:
@@ -292,6 +292,14 @@ def _run_target(args: argparse.Namespace, target: PlannedTarget, run_id: str, wa
             return TargetRun(target, None, elapsed)
         raise AckspecError(detail)
     return TargetRun(target, results, elapsed, progress.done, progress.total)
+
+
+@contextlib.contextmanager
+def _captured(sink: io.StringIO) -> Iterator[None]:
+    """pytest's own output, both streams (a Ctrl-C in its clean-up prints a traceback on stderr), into
+    ``sink``: the user sees the live display, the table and one line per error instead."""
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        yield
 
 
 def _mark_interrupted(results: RunResults | None, path: Path) -> RunResults | None:
@@ -327,7 +335,7 @@ def _dry_run(args: argparse.Namespace, targets: Sequence[PlannedTarget]) -> int:
     for target in targets:
         progress = LiveProgress(sys.stdout, target.label, live=False)
         sink = io.StringIO()
-        with contextlib.redirect_stdout(sink):
+        with _captured(sink):
             code = pytest.main(pytest_args(args, new_run_id(), target.out, target), plugins=[progress])
         if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             raise AckspecError(_could_not_run(args, code, sink.getvalue()))

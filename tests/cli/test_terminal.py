@@ -1,0 +1,96 @@
+"""``ackspec run`` at a real terminal (a pseudo-terminal): the live display, and Ctrl-C.
+
+Issue 16: nothing showed until the run ended, and Ctrl-C could end in exit 0 with a
+report that did not say the run was cut short. Here the run is watched while it runs
+and interrupted as a user would (^C on the terminal), at two moments: mid-run, and
+before any test finished (start-up and collection).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .ptyrun import PtyRun
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+DONE_OF_TOTAL = re.compile(r"\b([1-9][0-9]*)/([0-9]+)\b")
+START_UP = 90.0  # seconds to the first test on a loaded 2-core machine (imports, the embedded broker)
+
+
+def screen(run: PtyRun) -> str:
+    return ANSI.sub("", run.text)
+
+
+def finished_count(text: str) -> int:
+    found = DONE_OF_TOTAL.findall(text)
+    return int(found[-1][0]) if found else 0
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[list[PtyRun]]:
+    runs: list[PtyRun] = []
+    yield runs
+    for run in runs:
+        run.kill()
+
+
+def test_the_live_display_shows_progress_while_the_tests_run(terminal: list[PtyRun], tmp_path: Path) -> None:
+    run = PtyRun.start("run", "--target", "reference://embedded", "--only", "test_ack.py::*", "--out",
+                       str(tmp_path / "run"), cwd=str(tmp_path))
+    terminal.append(run)
+    assert run.read_until(lambda t: finished_count(ANSI.sub("", t)) >= 1, START_UP), screen(run)[-2000:]
+    live = screen(run)
+    assert "requirements:" not in live, "the display came only with the final table"
+    assert "reference (STOMP)" in live and "ETA" in live and "pass" in live  # target, estimate, counts so far
+    assert run.wait(300) == 0, screen(run)[-2000:]
+    assert "requirements:" in screen(run)
+
+
+def test_ctrl_c_mid_run_exits_130_in_one_line_and_marks_the_run_interrupted(terminal: list[PtyRun],
+                                                                            tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run = PtyRun.start("run", "--out", str(out), cwd=str(tmp_path))
+    terminal.append(run)
+    assert run.read_until(lambda t: finished_count(ANSI.sub("", t)) >= 3, START_UP), screen(run)[-2000:]
+    run.interrupt()
+    pressed = time.monotonic()
+    assert run.wait(60) == 130, screen(run)[-2000:]
+    assert time.monotonic() - pressed < 60  # nothing (a broker thread, a proxy) kept the process alive
+    text = screen(run)
+    after = text[text.rindex("^C"):] if "^C" in text else text
+    lines = [ln for ln in after.replace("\r", "\n").splitlines() if ln.strip().startswith("ackspec:")]
+    assert len(lines) == 1 and "interrupted" in lines[0] and "Traceback" not in text, after
+    results = json.loads((out / "reference-stomp" / "results.json").read_text(encoding="utf-8"))
+    assert results["interrupted"] is True
+    assert not (out / "reference-amqp").exists()  # the run stopped: the next target never started
+    report = json.loads((out / "report" / "report.json").read_text(encoding="utf-8"))
+    assert [r["interrupted"] for r in report["runs"]] == [True]
+    assert "Interrupted: partial results" in (out / "report" / "report.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("delay", [1.0, 4.0])
+def test_ctrl_c_before_any_verdict_exits_130_and_leaves_nothing(terminal: list[PtyRun], tmp_path: Path,
+                                                               delay: float) -> None:
+    """Start-up and collection: never a traceback, a usage error or exit 0, and no run directory."""
+    out = tmp_path / "run"
+    run = PtyRun.start("run", "--out", str(out), cwd=str(tmp_path))
+    terminal.append(run)
+    run.read_until(lambda t: finished_count(ANSI.sub("", t)) >= 1, delay)
+    if finished_count(screen(run)) >= 1:
+        pytest.skip("the machine was fast enough to finish a test before the interrupt")
+    run.interrupt()
+    assert run.wait(60) == 130, screen(run)[-2000:]
+    text = screen(run)
+    assert "Traceback" not in text and "could not run" not in text, text[-2000:]
+    assert [ln for ln in text.replace("\r", "\n").splitlines() if "ackspec: interrupted" in ln]
+    results = out / "reference-stomp" / "results.json"
+    if results.exists():  # a test finished between the last screen refresh and the interrupt
+        assert json.loads(results.read_text(encoding="utf-8"))["interrupted"] is True
+    else:
+        assert not out.exists()  # nothing ran: no run directory at all
