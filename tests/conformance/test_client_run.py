@@ -111,7 +111,7 @@ def test_a_client_deviation_excuses_only_the_test_it_names(tmp_path: Path) -> No
 def test_a_client_deviation_limited_to_another_broker_does_not_apply(tmp_path: Path) -> None:
     profile = load_client_profile(client_profile(
         tmp_path, "stomp.py", f"{{requirement: {COMMIT}, reason: only there, observed: on Artemis, "
-                              f"brokers: [artemis-2]}}"))
+                              f"test: '{COMMIT_TEST}', brokers: [artemis-2]}}"))
     target = ClientTarget("stomp.py", profile)
     assert target.broker == "reference" and target.deviations_for(COMMIT_TEST.strip("*")) == {}
     assert client_deviations("stomp.py-9.0", "reference") == [

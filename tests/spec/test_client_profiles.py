@@ -71,13 +71,14 @@ def _write(tmp_path: Path, deviations: str, name: str = "example-1.2") -> Path:
 
 
 @pytest.mark.parametrize(("deviations", "message"), [
-    ("  - {requirement: NOPE-1, reason: because, observed: seen it}", "NOPE-1"),
-    ("  - {requirement: ARTEMIS-COMMIT-BLOCKS, reason: because}", "'observed' is a required property"),
-    ("  - {requirement: ARTEMIS-COMMIT-BLOCKS, reason: because, observed: seen it, brokers: [artemis-2]}",
+    ("  - {requirement: NOPE-1, reason: because, observed: seen it, test: '*t'}", "NOPE-1"),
+    ("  - {requirement: ARTEMIS-COMMIT-BLOCKS, reason: because, test: '*t'}", "'observed' is a required property"),
+    ("  - {requirement: ARTEMIS-COMMIT-BLOCKS, reason: because, observed: seen it}", "'test' is a required property"),
+    ("  - {requirement: ARTEMIS-COMMIT-BLOCKS, reason: because, observed: seen it, test: '*t', brokers: [artemis-2]}",
      "artemis-2 not among the profile's brokers"),
-    ("  - {requirement: ARTEMIS-COMMIT-BLOCKS, reason: because, observed: seen it}\n"
-     "  - {requirement: ARTEMIS-COMMIT-BLOCKS, reason: again, observed: seen it}", "listed twice"),
-    ("  - {requirement: ARTEMIS-COMMIT-BLOCKS, reason: because, observed: seen it, colour: red}",
+    ("  - {requirement: ARTEMIS-COMMIT-BLOCKS, reason: because, observed: seen it, test: '*t'}\n"
+     "  - {requirement: ARTEMIS-COMMIT-BLOCKS, reason: again, observed: seen it, test: '*t'}", "listed twice"),
+    ("  - {requirement: ARTEMIS-COMMIT-BLOCKS, reason: because, observed: seen it, test: '*t', colour: red}",
      "Additional properties"),
 ])
 def test_a_bad_client_profile_is_one_line_naming_the_problem(tmp_path: Path, deviations: str, message: str) -> None:
@@ -104,3 +105,18 @@ def test_name_must_match_the_file(tmp_path: Path) -> None:
 def test_unknown_client_profile_names_the_known_ones() -> None:
     with pytest.raises(SpecError, match=r"unknown client profile 'nope' \(known: .*stomp.py-9.0"):
         load_client_profile("nope")
+
+
+def test_a_deviation_with_a_check_excuses_only_the_failure_it_documents(tmp_path: Path) -> None:
+    from ackspec.conformance.client_target import ClientTarget  # noqa: PLC0415
+
+    profile = load_client_profile(_write(tmp_path, (
+        "  - {requirement: ARTEMIS-COMMIT-BLOCKS, reason: commit does not wait, observed: seen it, "
+        "test: '*test_commit', check: 'commit() returned before*answer'}")))
+    excuse = ClientTarget("reference", profile).excuse_for("t.py::test_commit")
+    assert excuse("ARTEMIS-COMMIT-BLOCKS", "...but commit() returned before the broker's answer") == \
+        "commit does not wait"
+    assert excuse("ARTEMIS-COMMIT-BLOCKS", "commit() raised JMSError") is None  # another failure: not excused
+    assert excuse("ARTEMIS-ROLLBACK-BLOCKS", "rollback() returned before the broker's answer") is None
+    assert ClientTarget("reference", profile).excuse_for("t.py::test_other")(
+        "ARTEMIS-COMMIT-BLOCKS", "commit() returned before the broker's answer") is None

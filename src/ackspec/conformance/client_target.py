@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +132,17 @@ class ClientTarget:
     def deviations_for(self, nodeid: str) -> dict[str, str]:
         """``{requirement: reason}`` of the profile's deviations for one test on this run's broker."""
         return {d.requirement: d.reason for d in self._known() if d.applies_to(nodeid)}
+
+    def excuse_for(self, nodeid: str) -> Callable[[str, str], str | None]:
+        """``excuse(requirement, message)``: the reason of the profile's deviation that documents this failure
+        (its test, broker and ``check`` match), or None: then it stays a failure."""
+        scoped = [d for d in (self.profile.deviations_on(self.broker) if self.profile is not None else ())
+                  if KnownDeviation(d.requirement, d.reason, d.test).applies_to(nodeid)]
+
+        def excuse(requirement: str, message: str) -> str | None:
+            return next((d.reason for d in scoped if d.requirement == requirement and d.excuses(message)), None)
+
+        return excuse
 
     def intermittent_for(self, nodeid: str) -> frozenset[str]:
         return frozenset(d.requirement for d in self._known() if d.intermittent and d.applies_to(nodeid))

@@ -4,13 +4,16 @@ A broker's known deviations live in ``targets/``; a client library's live here, 
 library and version, validated against ``schema/client.schema.json``. A profile names the
 registered client that drives the library (``ackspec run --client NAME``), the protocol it speaks
 and the brokers it was observed against; each deviation has a reason and what a run observed, and
-may be limited to some of those brokers or to one test. A run of the client-side suite judges with
-it exactly as a broker run judges with a target profile: a listed deviation that fails is
-``deviation``, one that stops happening is ``stale`` and fails the run.
+excuses only what it documents: the tests it names (``test``, required), optionally only a failure
+whose message shows what was observed (``check``), and only on some of those brokers
+(``brokers``). A run of the client-side suite judges with it exactly as a broker run judges with
+a target profile: a listed deviation that fails is ``deviation``, one that stops happening is
+``stale`` and fails the run, and any other failure of that requirement stays a failure.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,13 +34,22 @@ class ClientDeviation:
     reason: str
     observed: str
     status: str = "seeded"
-    test: str | None = None  # pytest node-id pattern of the client-side suite
+    test: str | None = None  # pytest node-id glob of the client-side suite tests it excuses
     brokers: tuple[str, ...] = ()  # limited to these brokers (empty: every broker of the profile)
     intermittent: bool = False
     link: str | None = None
+    check: str | None = None  # text the failure's message must contain ('*' any text): what was observed
 
     def applies_on(self, broker: str | None) -> bool:
         return not self.brokers or broker is None or broker in self.brokers
+
+    def excuses(self, message: str) -> bool:
+        """Whether a failure with this message is the behaviour documented: ``check`` found in it, ``*``
+        standing for any text and every other character literal (the same rule as a target profile's)."""
+        if self.check is None:
+            return True
+        pattern = ".*".join(re.escape(part) for part in self.check.strip("*").split("*"))
+        return re.search(pattern, message, re.DOTALL) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,14 +127,14 @@ def _deviation(path: Path, text: str, index: int, raw: dict[str, Any], brokers: 
     return ClientDeviation(requirement=rid, reason=" ".join(raw["reason"].split()),
                            observed=" ".join(raw["observed"].split()), status=raw.get("status", "seeded"),
                            test=raw.get("test"), brokers=limited, intermittent=bool(raw.get("intermittent", False)),
-                           link=raw.get("link"))
+                           link=raw.get("link"), check=raw.get("check"))
 
 
 def _no_repeats(path: Path, text: str, deviations: tuple[ClientDeviation, ...]) -> None:
-    """One entry per requirement, test and brokers: two would make the verdict depend on their order."""
-    seen: dict[tuple[str, str | None, tuple[str, ...]], int] = {}
+    """One entry per requirement, test, check and brokers: two would make the verdict depend on their order."""
+    seen: dict[tuple[str, str | None, str | None, tuple[str, ...]], int] = {}
     for index, d in enumerate(deviations):
-        key = (d.requirement, d.test, d.brokers)
+        key = (d.requirement, d.test, d.check, d.brokers)
         if key in seen:
             raise SpecError(f"{where(path, text, ['deviations', index])}: deviations[{index}]: {d.requirement} is "
                             f"listed twice for the same test and brokers (also deviations[{seen[key]}]); merge them")
