@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 
@@ -21,8 +22,23 @@ COMMAND_MODULES = ("run", "report", "spec", "broker", "bench", "matrix", "broker
 """Sub-command modules, in the order ``ackspec --help`` lists them."""
 
 
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+
+
+def plain_text(text: str) -> str:
+    """Help text without reStructuredText markup: the docstrings the help is built from use
+    ``literal`` and :mod:`role` markup, which a terminal shows as literal backticks."""
+    return _ROLE.sub(r"\1", text).replace("``", "")
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors in one line with exit code 2."""
+    """argparse that reports usage errors in one line with exit code 2, and prints help as plain text."""
+
+    def format_help(self) -> str:
+        return plain_text(super().format_help())
+
+    def format_usage(self) -> str:
+        return plain_text(super().format_usage())
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"ackspec: error: {message} (see 'ackspec {self.prog.split()[-1]} --help')\n"

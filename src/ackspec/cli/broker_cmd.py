@@ -1,4 +1,10 @@
-"""``ackspec broker``: run the bundled reference broker until SIGINT/SIGTERM (exit 0)."""
+"""ackspec broker: run the bundled reference broker (STOMP 1.2 and AMQP 1.0) until SIGINT/SIGTERM (exit 0).
+
+It listens for STOMP on --stomp (default 127.0.0.1:61630, a port no common broker uses:
+61613 is ActiveMQ's, Artemis's and RabbitMQ's STOMP port) and, with --amqp HOST:PORT, for
+AMQP 1.0 on the same broker core (e.g. --amqp 127.0.0.1:5690; 5672 is RabbitMQ's and the
+other brokers' AMQP port).
+"""
 
 from __future__ import annotations
 
@@ -26,6 +32,10 @@ from ackspec.reference.tls import server_context
 
 log = logging.getLogger("ackspec.broker")
 
+DEFAULT_STOMP_PORT = 61630
+"""Not 61613: that is the STOMP port of ActiveMQ, Artemis and RabbitMQ, so the reference broker
+would clash with (or be mistaken for) a real broker on the same machine."""
+
 
 def _host_port(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
@@ -52,10 +62,10 @@ def _control_token(path: str | None) -> str | None:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("broker", help="run the reference broker (STOMP 1.2, journal, fault injection)",
-                              description=__doc__)
-    p.add_argument("--stomp", type=_host_port, default=("127.0.0.1", 61613), metavar="HOST:PORT",
-                   help="STOMP listener (default 127.0.0.1:61613; port 0 = ephemeral)")
+    p = subparsers.add_parser("broker", description=__doc__,
+                              help="run the reference broker (STOMP 1.2 and AMQP 1.0, journal, fault injection)")
+    p.add_argument("--stomp", type=_host_port, default=("127.0.0.1", DEFAULT_STOMP_PORT), metavar="HOST:PORT",
+                   help=f"STOMP listener (default 127.0.0.1:{DEFAULT_STOMP_PORT}; port 0 = ephemeral)")
     p.add_argument("--amqp", type=_host_port, default=None, metavar="HOST:PORT",
                    help="AMQP 1.0 listener on the same broker core (port 0 = ephemeral)")
     p.add_argument("--data", metavar="DIR", default=None,

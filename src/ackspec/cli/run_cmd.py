@@ -228,29 +228,40 @@ def run(args: argparse.Namespace) -> int:
         return _dry_run(args, targets)
     created = _prepare_out(root, targets)
     runs: list[TargetRun] = []
-    with InterruptWatch() as watch:
-        for target in targets:
-            runs.append(_run_target(args, target, new_run_id(), watch))
-            if watch.interrupted:
-                break
+    try:
+        with InterruptWatch() as watch:
+            for target in targets:
+                runs.append(_run_target(args, target, new_run_id(), watch))
+                if watch.interrupted:
+                    break
+    except AckspecError:
+        _remove(created)  # a run that could not run leaves no run directory (no phantom report column)
+        raise
     if watch.interrupted:
         return _interrupted(runs, root, created)
     ran = [r for r in runs if r.results is not None]
     for left in (r.target.out for r in runs if r.results is None and r.target.out != root):
         shutil.rmtree(left, ignore_errors=True)  # a target --only left no test: no phantom run directory
     if not ran:
-        if created:
-            shutil.rmtree(root, ignore_errors=True)
+        _remove(created)
         raise AckspecError(_no_match(args))
     return _judge(args, root, ran)
 
 
-def _prepare_out(root: Path, targets: Sequence[PlannedTarget]) -> bool:
-    """Create the run's folder (one line if it cannot be written); return whether this run created it."""
+def _remove(created: Path | None) -> None:
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)
+
+
+def _prepare_out(root: Path, targets: Sequence[PlannedTarget]) -> Path | None:
+    """Create the run's folder (one line if it cannot be written); return the topmost folder this run
+    created (None: it existed), so a run that never ran can remove what it made."""
     for target in targets:
         if (target.out / "results.json").exists():
             raise AckspecError(f"{target.out}: already holds a run (results.json); choose another --out")
-    created = not root.exists()
+    absolute = root.absolute()
+    missing = [folder for folder in (absolute, *absolute.parents) if not folder.exists()]
+    created = missing[-1] if missing else None
     try:
         root.mkdir(parents=True, exist_ok=True)
         probe = root / ".ackspec-write-test"
@@ -348,13 +359,12 @@ def _dry_run(args: argparse.Namespace, targets: Sequence[PlannedTarget]) -> int:
     return 0
 
 
-def _interrupted(runs: Sequence[TargetRun], root: Path, created: bool) -> int:
+def _interrupted(runs: Sequence[TargetRun], root: Path, created: Path | None) -> int:
     """One line, exit 130; the partial run directories stay, marked; a run with no result leaves nothing."""
     kept = [r for r in runs if r.results is not None]
     last = runs[-1] if runs else None
     if not kept:
-        if created:
-            shutil.rmtree(root, ignore_errors=True)
+        _remove(created)
         print("ackspec: interrupted before any test finished; nothing written", file=sys.stderr)
         return INTERRUPTED_EXIT
     with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(AckspecError, OSError):

@@ -147,9 +147,11 @@ def probe(url: str, timeout: float = 2.0) -> None:
     try:
         with socket.create_connection((host, port), timeout=timeout):
             pass
+    except socket.gaierror as exc:
+        raise TargetUnavailable(f"cannot resolve host {host!r} of {url} ({exc.strerror or exc})") from exc
     except OSError as exc:
-        reason = "nothing listening" if isinstance(exc, ConnectionRefusedError) else str(exc) or type(exc).__name__
-        raise TargetUnavailable(f"{reason} at {url}") from exc
+        reason = "nothing listening" if isinstance(exc, ConnectionRefusedError) else exc.strerror or str(exc)
+        raise TargetUnavailable(f"{reason or type(exc).__name__} at {url}") from exc
 
 
 @dataclass
