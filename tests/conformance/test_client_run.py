@@ -188,3 +188,12 @@ def test_a_client_run_never_credits_another_broker_than_asked() -> None:
     target.note(object(), "artemis-2")
     assert target.info().broker == "artemis-2"
     assert resolve_client("reference", None).expected_broker is None
+
+
+def test_a_shim_that_never_says_hello_is_an_error_of_the_run_not_a_verdict(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    done = ackspec("run", "--client", "shim:false", "--only", "JMS-7.3.8-CALLBACK-ORDER", "--out", str(run),
+                   "--no-report")
+    assert done.returncode == 2
+    assert "exited before its hello" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert set(verdicts(run).values()) == {"error"}
