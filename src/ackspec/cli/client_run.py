@@ -51,6 +51,17 @@ def preflight_client(args: argparse.Namespace) -> None:
             raise AckspecError(str(exc)) from exc
 
 
+def export_client_broker(args: argparse.Namespace) -> None:
+    """Name ``--broker`` in the environment too (``ACKSPEC_CLIENT_BROKER``), besides the pytest option: the
+    client-side fixtures and any shim the run starts see the same broker as the session that credits it."""
+    import os  # noqa: PLC0415
+
+    from ackspec.conformance.client_target import CLIENT_BROKER_ENV  # noqa: PLC0415
+
+    if args.client and args.broker:
+        os.environ[CLIENT_BROKER_ENV] = args.broker
+
+
 def _preflight_broker(name: str) -> None:
     """A broker of brokers/ that is up (its STOMP port answers), else one line saying how to start it."""
     from ackspec.brokers import broker  # noqa: PLC0415

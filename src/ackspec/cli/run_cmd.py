@@ -159,12 +159,13 @@ def target_label(url: str, profile: str | None) -> str:
 def _preflight(args: argparse.Namespace) -> None:
     """Fail fast, in one line, on a bad profile or an unreachable target (or a client that cannot be built)."""
     from ackspec.adapters.registry import UnknownScheme, factory_for  # noqa: PLC0415
-    from ackspec.cli.client_run import preflight_client  # noqa: PLC0415
+    from ackspec.cli.client_run import export_client_broker, preflight_client  # noqa: PLC0415
     from ackspec.conformance.target import ProfileError, load_profile, probe  # noqa: PLC0415
     from ackspec.conformance.verdicts import TargetUnavailable  # noqa: PLC0415
 
     if args.client:
         preflight_client(args)
+        export_client_broker(args)
         return
     if args.broker:
         raise AckspecError("--broker names the broker a client runs against: use it with --client "
