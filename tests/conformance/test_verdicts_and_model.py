@@ -53,6 +53,28 @@ def test_soft_checks_pass_what_held_and_deviate_where_documented() -> None:
     assert verdicts(["A", "B"], info.value, {"B": "known"}) == {"A": Verdict.PASS, "B": Verdict.DEVIATION}
 
 
+def test_a_scoped_deviation_excuses_only_the_failure_it_describes() -> None:
+    """A profile entry documents one observed behaviour: another failure of the same requirement fails."""
+    from ackspec.conformance.target import Target, deviations_of  # noqa: PLC0415
+
+    profile = {"deviations": [{"requirement": "A", "reason": "keeps the connection open", "test": "*test_one*",
+                               "check": "*still open*"}]}
+    target = Target("stomp://x", "p", profile, None, deviations_of(profile))  # type: ignore[arg-type]
+
+    def judge(nodeid: str, exc: BaseException | None) -> Verdict:
+        found = decide(["A"], classify(exc), target.deviations_for(nodeid), excuse=target.excuse_for(nodeid))
+        return found[0].verdict
+
+    assert judge("t.py::test_one", RequirementViolation("A", "connection still open after ERROR")) is Verdict.DEVIATION
+    assert judge("t.py::test_one", RequirementViolation("A", "no ERROR frame at all")) is Verdict.FAIL
+    assert judge("t.py::test_two", RequirementViolation("A", "connection still open after ERROR")) is Verdict.FAIL
+    assert judge("t.py::test_one", None) is Verdict.STALE
+    assert judge("t.py::test_two", None) is Verdict.PASS
+    failed = decide(["A"], classify(RequirementViolation("A", "no ERROR")), target.deviations_for("test_one"),
+                    excuse=target.excuse_for("test_one"))
+    assert "not the behaviour its documented deviation describes" in failed[0].message
+
+
 def test_not_applicable_indeterminate_error() -> None:
     assert verdicts(["A"], NotSupported("prefetch")) == {"A": Verdict.NOT_APPLICABLE}
     assert verdicts(["A"], Indeterminate("timeout")) == {"A": Verdict.INDETERMINATE}

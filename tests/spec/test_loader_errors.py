@@ -135,6 +135,7 @@ deviations:
   - requirement: {rid}
     reason: It does not.
     observed: Nothing happened.
+    test: "*test_x*"
 """
 
 
@@ -163,3 +164,24 @@ def test_profile_errors(tmp_path: Path) -> None:
         load_profile(path)
     with pytest.raises(SpecError, match=r"unknown profile 'nope' \(known: .*reference"):
         load_profile("nope")
+
+
+def test_a_deviation_must_be_scoped_to_a_test(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(PROFILE.format(name="p", rid="STOMP-ERROR-CLOSES").replace('    test: "*test_x*"\n', ""),
+                    encoding="utf-8")
+    with pytest.raises(SpecError, match=r"deviations\[0\] \(STOMP-ERROR-CLOSES\): 'test' is a required property"):
+        load_profile(path)
+
+
+def test_a_requirement_may_deviate_in_several_scoped_ways_but_not_twice_the_same(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    entry = PROFILE.format(name="p", rid="STOMP-ERROR-CLOSES")
+    second = entry[entry.index("  - requirement"):]
+    path.write_text(entry + second.replace("*test_x*", "*test_y*") + second.replace(
+        '"*test_x*"', '"*test_x*"\n    check: "*still open*"'), encoding="utf-8")
+    found = load_profile(path).deviation("STOMP-ERROR-CLOSES")
+    assert [(d.test, d.check) for d in found] == [("*test_x*", None), ("*test_y*", None), ("*test_x*", "*still open*")]
+    path.write_text(entry + second, encoding="utf-8")
+    with pytest.raises(SpecError, match=r"listed twice with the same scope"):
+        load_profile(path)

@@ -1,6 +1,7 @@
 """``ackspec spec``: list, show, validate, coverage and docs of the requirement catalogue.
 
-Exit codes: 0 done; 1 a check found a problem (``coverage --strict`` with uncovered requirements,
+Exit codes: 0 done; 1 a check found a problem (``coverage`` with a testable MUST/MUST-NOT the suite
+does not test, a test citing an unknown ID, or with ``--strict`` any reported requirement uncovered;
 ``docs --check`` with a stale file); 2 bad input (malformed or inconsistent YAML, unknown ID or
 family, bad arguments), always as one line on stderr.
 """
@@ -8,6 +9,7 @@ family, bad arguments), always as one line on stderr.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import sys
 from collections import defaultdict
@@ -16,7 +18,7 @@ from typing import Any
 
 from ackspec.errors import AckspecError
 from ackspec.spec import Catalogue, Level, Requirement, Role, load_catalogue, load_profile
-from ackspec.spec.citations import default_scan_paths, scan
+from ackspec.spec.citations import default_scan_paths, project_test_paths, scan
 from ackspec.spec.client_profiles import CLIENTS_DIR, available_client_profiles, load_client_profile
 from ackspec.spec.markdown import render
 from ackspec.spec.model import PROTOCOLS
@@ -58,14 +60,19 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("coverage", parents=[root],
-                       help="requirements no test cites (static scan of the suite and tests/)")
+                       help="requirements the installed suite does not test (exit 1 if a testable MUST is one)")
     p.add_argument("--level", type=str.upper, choices=LEVELS, metavar="L", action="append",
                    help="levels to report (repeatable; default MUST and MUST-NOT)")
     p.add_argument("--scan", type=Path, action="append", metavar="PATH",
-                   help="files or folders to scan (repeatable; default src/ackspec/conformance and tests/)")
+                   help="files or folders to scan instead (repeatable; default: the installed suite)")
+    p.add_argument("--include-project-tests", action="store_true",
+                   help="also count the source checkout's tests/ (they run against the reference broker only)")
+    p.add_argument("--pending", action="append", default=[], metavar="ID",
+                   help="a testable MUST whose tests another piece of work owns (repeatable, glob): reported, "
+                        "not failing; once cited it must be removed from the list (a covered pending ID fails)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--strict", action="store_true",
-                   help="exit 1 when a requirement is uncovered or a test cites an unknown ID")
+                   help="also exit 1 when a requirement of a reported level below MUST is uncovered")
     p.set_defaults(func=cmd_coverage)
 
     p = sub.add_parser("docs", parents=[root], help="generate the Markdown catalogue")
@@ -138,7 +145,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     deviations = 0
     for name in names:
         profile = load_profile(folder / f"{name}.yaml", catalogue_root=args.root)
-        deviations += len(profile.deviations)
+        deviations += sum(len(found) for found in profile.deviations.values())
     clients = args.clients or (CLIENTS_DIR if args.root is None else None)  # theirs cite the bundled catalogue
     client_names = available_client_profiles(clients) if clients is not None else []
     client_deviations = sum(len(load_client_profile(clients / f"{name}.yaml", catalogue_root=args.root).deviations)
@@ -149,14 +156,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def coverage_report(catalogue: Catalogue, levels: list[str], paths: list[Path]) -> dict[str, Any]:
-    """Which requirements at ``levels`` are cited, which are not, and which cited IDs are unknown."""
+def coverage_report(catalogue: Catalogue, levels: list[str], paths: list[Path],
+                    pending: list[str] | None = None) -> dict[str, Any]:
+    """Which requirements at ``levels`` are cited, which are not, and which cited IDs are unknown.
+
+    ``gate`` lists the uncovered testable MUST/MUST-NOT requirements (whatever ``levels`` shows) that
+    are not ``pending``; ``stale_pending`` the pending patterns that match no uncovered MUST any more.
+    """
     cited: dict[str, list[str]] = defaultdict(list)
     base = Path.cwd()
     for citation in scan(paths):
         cited[citation.requirement].append(citation.where(base))
     wanted = [r for r in catalogue if str(r.level) in levels]
     testable = [r for r in wanted if r.testable]
+    must = [r.id for r in catalogue if r.normative and r.testable and r.id not in cited]
+    patterns = pending or []
+    waiting = [rid for rid in must if any(fnmatch.fnmatchcase(rid, p) for p in patterns)]
     return {
         "levels": levels,
         "scanned": [str(p) for p in paths],
@@ -166,31 +181,45 @@ def coverage_report(catalogue: Catalogue, levels: list[str], paths: list[Path]) 
         "uncovered": [r.id for r in testable if r.id not in cited],
         "untestable": [r.id for r in wanted if not r.testable],
         "unknown_citations": {rid: where for rid, where in sorted(cited.items()) if rid not in catalogue},
+        "pending": waiting,
+        "stale_pending": [p for p in patterns if not any(fnmatch.fnmatchcase(rid, p) for rid in must)],
+        "gate": [rid for rid in must if rid not in waiting],
     }
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
     catalogue = load_catalogue(args.root)
     levels = args.level or ["MUST", "MUST-NOT"]
-    paths = args.scan or default_scan_paths()
+    paths = args.scan or default_scan_paths(include_project_tests=args.include_project_tests)
+    if args.scan and args.include_project_tests:
+        paths = paths + project_test_paths()
     missing = [p for p in paths if not p.exists()]
     if missing:
         raise AckspecError(f"spec coverage: --scan path not found: {missing[0]}")
-    report = coverage_report(catalogue, levels, paths)
+    report = coverage_report(catalogue, levels, paths, args.pending)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(f"{'/'.join(levels)}: {len(report['covered'])} of {report['testable']} testable requirements cited "
-              f"by a test ({len(report['untestable'])} untestable not counted)")
-        if report["uncovered"]:
-            print(f"uncovered ({len(report['uncovered'])}):")
-            for rid in report["uncovered"]:
-                req = catalogue.get(rid)
-                print(f"  {rid:<45}  {req.family:<18}  {req.title}")
-        for rid, where in report["unknown_citations"].items():
-            print(f"unknown ID cited: {rid} at {', '.join(where)}")
-    failed = bool(report["uncovered"] or report["unknown_citations"])
-    return 1 if args.strict and failed else 0
+        _print_coverage(catalogue, levels, report)
+    failed = bool(report["gate"] or report["unknown_citations"] or report["stale_pending"])
+    return 1 if failed or (args.strict and report["uncovered"]) else 0
+
+
+def _print_coverage(catalogue: Catalogue, levels: list[str], report: dict[str, Any]) -> None:
+    print(f"{'/'.join(levels)}: {len(report['covered'])} of {report['testable']} testable requirements cited "
+          f"by a test ({len(report['untestable'])} untestable not counted)")
+    if report["uncovered"]:
+        print(f"uncovered ({len(report['uncovered'])}):")
+        for rid in report["uncovered"]:
+            req = catalogue.get(rid)
+            mark = "  (pending)" if rid in report["pending"] else ""
+            print(f"  {rid:<45}  {req.family:<18}  {req.title}{mark}")
+    for rid, where in report["unknown_citations"].items():
+        print(f"unknown ID cited: {rid} at {', '.join(where)}")
+    for pattern in report["stale_pending"]:
+        print(f"pending {pattern} matches no uncovered testable MUST: remove it from --pending")
+    if report["gate"]:
+        print(f"FAILED: {len(report['gate'])} testable MUST/MUST-NOT requirements are not tested by the suite")
 
 
 def cmd_docs(args: argparse.Namespace) -> int:

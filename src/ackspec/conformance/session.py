@@ -241,8 +241,9 @@ class SuiteSession:
         judge = self.client if self.client is not None else self.target
         deviations = judge.deviations_for(item.nodeid) if judge is not None else {}
         intermittent = judge.intermittent_for(item.nodeid) if judge is not None else frozenset()
+        excuse = judge.excuse_for(item.nodeid) if judge is not None else None
         state.verdicts = _without_capabilities(
-            decide(state.requirements or ["(none)"], judged, deviations, intermittent), state)
+            decide(state.requirements or ["(none)"], judged, deviations, intermittent, excuse), state)
         state.duration = call.duration
         state.decided = True
         state.notes = _notes(exc)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,7 @@ class KnownDeviation:
     test: str | None = None  # fnmatch pattern on the pytest node id the deviation is limited to
     protocols: tuple[str, ...] = ()  # protocols the deviation is limited to (empty: all)
     intermittent: bool = False  # shows in some runs only: a run where it held is a pass, not stale
+    check: str | None = None  # glob the failure's message must match (what was observed)
 
     def applies_to(self, nodeid: str, protocol: str | None = None) -> bool:
         if self.protocols and protocol and protocol not in self.protocols:
@@ -106,6 +108,14 @@ class KnownDeviation:
         if not self.test:
             return True
         return fnmatch.fnmatch(nodeid, self.test) or fnmatch.fnmatch(nodeid, f"*{self.test}*")
+
+    def excuses(self, message: str) -> bool:
+        """Whether a failure with this message is the behaviour the deviation documents: ``check`` found
+        anywhere in it, ``*`` standing for any text (every other character, brackets too, is literal)."""
+        if self.check is None:
+            return True
+        pattern = ".*".join(re.escape(part) for part in self.check.strip("*").split("*"))
+        return re.search(pattern, message, re.DOTALL) is not None
 
 
 def deviations_of(profile: Mapping[str, Any] | None) -> list[KnownDeviation]:
@@ -125,7 +135,7 @@ def deviations_of(profile: Mapping[str, Any] | None) -> list[KnownDeviation]:
                 if req:
                     protocols = tuple(str(p) for p in item.get("protocols") or ())
                     out.append(KnownDeviation(str(req), str(item.get("reason", "")), item.get("test"), protocols,
-                                              bool(item.get("intermittent", False))))
+                                              bool(item.get("intermittent", False)), item.get("check")))
             elif isinstance(item, str):
                 out.append(KnownDeviation(item, ""))
     return out
@@ -172,6 +182,16 @@ class Target:
     def deviations_for(self, nodeid: str) -> dict[str, str]:
         """``{requirement: reason}`` of the deviations that apply to one test."""
         return {d.requirement: d.reason for d in self.deviations if d.applies_to(nodeid, self.protocol or None)}
+
+    def excuse_for(self, nodeid: str) -> Callable[[str, str], str | None]:
+        """``excuse(requirement, message)``: the reason of the deviation that documents this failure of
+        the requirement in this test, or None when none does (then it stays a failure)."""
+        scoped = [d for d in self.deviations if d.applies_to(nodeid, self.protocol or None)]
+
+        def excuse(requirement: str, message: str) -> str | None:
+            return next((d.reason for d in scoped if d.requirement == requirement and d.excuses(message)), None)
+
+        return excuse
 
     def intermittent_for(self, nodeid: str) -> frozenset[str]:
         """Requirements whose deviation for this test shows in some runs only."""

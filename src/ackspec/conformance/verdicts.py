@@ -21,7 +21,7 @@ cite several requirements, so a failure is charged to the right one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -139,11 +139,16 @@ class RequirementVerdict:
 
 
 def decide(requirements: Sequence[str], outcome: Outcome,
-           deviations: Mapping[str, str], intermittent: frozenset[str] = frozenset()) -> list[RequirementVerdict]:
+           deviations: Mapping[str, str], intermittent: frozenset[str] = frozenset(),
+           excuse: Callable[[str, str], str | None] | None = None) -> list[RequirementVerdict]:
     """Verdicts of the cited ``requirements`` given how the test ended and the profile's deviations.
 
-    A deviation in ``intermittent`` shows in some runs only: when it held this time the verdict is
-    pass (with a note), not stale.
+    ``deviations`` maps each requirement with a deviation scoped to this test to its reason. A failure
+    is a deviation only when ``excuse(requirement, message)`` names the deviation that documents it
+    (its ``check`` matches what was observed); any other failure of that requirement stays a failure.
+    Without ``excuse`` every failure of a listed requirement is excused. A deviation in
+    ``intermittent`` shows in some runs only: when it held this time the verdict is pass (with a
+    note), not stale.
     """
 
     def held(req: str, how: str) -> RequirementVerdict:
@@ -157,8 +162,11 @@ def decide(requirements: Sequence[str], outcome: Outcome,
 
     def failed(req: str, message: str, ops: tuple[int, ...] = ()) -> RequirementVerdict:
         if req in deviations:
-            return RequirementVerdict(req, Verdict.DEVIATION, f"documented deviation: {deviations[req]} "
-                                                              f"(observed: {message})", operations=ops)
+            reason = deviations[req] if excuse is None else excuse(req, message)
+            if reason is not None:
+                return RequirementVerdict(req, Verdict.DEVIATION, f"documented deviation: {reason} "
+                                                                  f"(observed: {message})", operations=ops)
+            message += f" (not the behaviour its documented deviation describes: {deviations[req]})"
         return RequirementVerdict(req, Verdict.FAIL, message, operations=ops)
 
     out: list[RequirementVerdict] = []

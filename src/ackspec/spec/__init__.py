@@ -3,7 +3,7 @@
     from ackspec.spec import load_catalogue, load_profile
     catalogue = load_catalogue()
     catalogue.get("JMS-7.3.8-CALLBACK-ORDER").level      # Level.MUST
-    load_profile("rabbitmq-3.10").deviations              # {requirement ID: Deviation}
+    load_profile("rabbitmq-3.10").deviations              # {requirement ID: (Deviation, ...)}
 
 Data lives beside this module: ``catalogue/*.yaml`` (one file per requirement family),
 ``targets/*.yaml`` (one file per target) and ``schema/*.schema.json``.

@@ -183,13 +183,21 @@ class Catalogue:
 
 @dataclass(frozen=True, slots=True)
 class Deviation:
-    """A known, explained way a target breaks a requirement."""
+    """A known, explained way a target breaks a requirement, scoped to the behaviour it documents.
+
+    It excuses a failure of ``requirement`` only in the tests ``test`` matches (a pytest node-id glob),
+    over ``protocols`` (empty: all), and, when ``check`` is given, only a failure whose message matches
+    that glob (what was observed); any other failure of the requirement stays a failure.
+    """
 
     requirement: str
     reason: str
     observed: str
+    test: str
     status: str = "seeded"  # seeded (from observation notes, not yet confirmed by a run) | verified
-    test: str | None = None  # pytest node-id pattern the deviation is limited to
+    check: str | None = None
+    protocols: tuple[str, ...] = ()
+    intermittent: bool = False
     link: str | None = None
 
 
@@ -206,12 +214,13 @@ class TargetProfile:
     settings: Mapping[str, Any]
     features: frozenset[str]
     knobs: Mapping[str, Any]
-    deviations: Mapping[str, Deviation]
+    deviations: Mapping[str, tuple[Deviation, ...]]
+    """Per requirement, its deviations (several when it deviates in several documented ways)."""
     raw: Mapping[str, Any]
     """The profile exactly as read (what :class:`ackspec.adapters.settings.TargetSettings` digests)."""
 
-    def deviation(self, requirement_id: str) -> Deviation | None:
-        return self.deviations.get(requirement_id)
+    def deviation(self, requirement_id: str) -> tuple[Deviation, ...]:
+        return self.deviations.get(requirement_id, ())
 
     def has(self, feature: str) -> bool:
         return str(feature) in self.features

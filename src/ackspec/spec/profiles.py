@@ -2,7 +2,9 @@
 
 A profile is validated against ``schema/target.schema.json``; its name must equal the file name,
 its features must be :class:`ackspec.adapters.base.Capability` values, and every deviation must
-name a requirement of the catalogue, at most once.
+name a requirement of the catalogue and be scoped to the behaviour it documents: ``test`` (required,
+a pytest node-id glob), optionally ``check`` (text the failure's message must contain, ``*`` for any
+text: what was observed) and ``protocols``. A requirement may be listed more than once, with different scopes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from ackspec.spec.validation import check, display, read_yaml, where
 
 TARGETS_DIR = Path(__file__).resolve().parent / "targets"
 """The bundled profiles."""
+
+
+def _scope(deviation: Deviation) -> tuple[str, str | None, tuple[str, ...]]:
+    return deviation.test, deviation.check, deviation.protocols
 
 
 def available_profiles(root: Path | None = None) -> list[str]:
@@ -52,17 +58,22 @@ def load_profile(name_or_path: str | Path, *, catalogue_root: Path | None = None
             raise SpecError(f"{where(path, text, ['features', index])}: features[{index}]: unknown capability "
                             f"{feature!r} (see ackspec.adapters.base.Capability)")
     catalogue = load_catalogue(catalogue_root)
-    deviations: dict[str, Deviation] = {}
+    deviations: dict[str, list[Deviation]] = {}
     for index, raw in enumerate(data["deviations"]):
-        here = f"{where(path, text, ['deviations', index])}: deviations[{index}].requirement"
+        here = f"{where(path, text, ['deviations', index])}: deviations[{index}]"
         rid = raw["requirement"]
         if rid not in catalogue:
-            raise SpecError(str(UnknownRequirement(rid, catalogue.ids, where=here)))
-        if rid in deviations:
-            raise SpecError(f"{here}: {rid} is listed twice; merge the two entries")
-        deviations[rid] = Deviation(requirement=rid, reason=" ".join(raw["reason"].split()),
-                                    observed=" ".join(raw["observed"].split()), status=raw.get("status", "seeded"),
-                                    test=raw.get("test"), link=raw.get("link"))
+            raise SpecError(str(UnknownRequirement(rid, catalogue.ids, where=f"{here}.requirement")))
+        deviation = Deviation(requirement=rid, reason=" ".join(raw["reason"].split()),
+                              observed=" ".join(raw["observed"].split()), test=raw["test"],
+                              status=raw.get("status", "seeded"), check=raw.get("check"),
+                              protocols=tuple(raw.get("protocols") or ()),
+                              intermittent=bool(raw.get("intermittent", False)), link=raw.get("link"))
+        same = [d for d in deviations.get(rid, []) if _scope(d) == _scope(deviation)]
+        if same:
+            raise SpecError(f"{here}: {rid} is listed twice with the same scope (test, check, protocols); "
+                            "merge the two entries")
+        deviations.setdefault(rid, []).append(deviation)
     return TargetProfile(
         name=data["name"],
         title=data["title"],
@@ -73,6 +84,6 @@ def load_profile(name_or_path: str | Path, *, catalogue_root: Path | None = None
         settings=MappingProxyType(dict(data.get("settings") or {})),
         features=frozenset(data["features"]),
         knobs=MappingProxyType(dict(data.get("knobs") or {})),
-        deviations=MappingProxyType(deviations),
+        deviations=MappingProxyType({rid: tuple(found) for rid, found in deviations.items()}),
         raw=MappingProxyType(data),
     )
