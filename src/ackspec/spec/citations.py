@@ -1,7 +1,8 @@
 """Finding which tests cite which requirements, statically (no import, no pytest run).
 
 ``ackspec spec coverage`` parses every ``*.py`` file under the scanned folders (by default the
-suite, ``src/ackspec/conformance/``, and the repository's ``tests/``) and collects the string
+installed suite, the ``ackspec.conformance`` package: what users run; the source checkout's
+``tests/`` only with ``--include-project-tests``) and collects the string
 arguments of calls to ``requirement(...)`` or of any attribute call ending in ``.requirement(...)``
 (``pytest.mark.requirement``, ``markers.requirement``), as decorators or in ``pytestmark``. IDs
 built at run time (variables, f-strings) are not seen: cite IDs as literals.
@@ -80,13 +81,22 @@ def scan(paths: Iterable[Path]) -> list[Citation]:
     return found
 
 
-def default_scan_paths() -> list[Path]:
-    """The suite package and, in a source checkout, the repository's ``tests/``."""
-    package = Path(__file__).resolve().parent.parent
-    paths = [package / "conformance"]
-    repo = package.parent.parent
-    if (repo / "pyproject.toml").is_file() and (repo / "tests").is_dir():
-        paths.append(repo / "tests")
-    elif (Path.cwd() / "tests").is_dir():
-        paths.append(Path.cwd() / "tests")
-    return paths
+def suite_paths() -> list[Path]:
+    """The installed suite: the ``ackspec.conformance`` package (broker suite and client-side suite),
+    wherever ackspec is installed, whatever the current directory."""
+    return [Path(__file__).resolve().parent.parent / "conformance"]
+
+
+def project_test_paths() -> list[Path]:
+    """The project's own tests (``tests/`` of the source checkout ackspec runs from), if there is one.
+
+    They run against the reference implementation only, never against a user's broker, so they are
+    counted only on request (``ackspec spec coverage --include-project-tests``)."""
+    repo = Path(__file__).resolve().parent.parent.parent.parent
+    tests = repo / "tests"
+    return [tests] if (repo / "pyproject.toml").is_file() and tests.is_dir() else []
+
+
+def default_scan_paths(*, include_project_tests: bool = False) -> list[Path]:
+    """What coverage counts: the installed suite, and the project's tests when asked."""
+    return suite_paths() + (project_test_paths() if include_project_tests else [])
