@@ -24,7 +24,7 @@ that went away) may overtake (JMS-6.2.9.2-REDELIVERY-MAY-REORDER).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -45,6 +45,7 @@ TX_ABORT = "STOMP-TX-ABORT-DISCARDS-SENDS"
 TX_COMMIT = "STOMP-TX-COMMIT-ATOMIC"
 REDELIVERED = "STOMP-REDELIVERED-HEADER"
 DELIVERY_COUNT = "STOMP-DELIVERY-COUNT-HEADER"
+ROLLBACK_COUNT = "JMS-6.2.10-ROLLBACK-INCREMENTS-COUNT"
 HEADERS = "STOMP-SEND-HEADERS-PASSED"
 BODY = "STOMP-SEND-BODY-INTACT"
 
@@ -69,6 +70,7 @@ class _Message:
     last_count: int | None = None
     consumed_by: str = ""  # requirement that made it consumed
     returned_by: str = LOST  # requirement that makes it required again
+    voided_by: str = TX_ABORT  # requirement that keeps it from ever being delivered (VOID)
 
 
 @dataclass
@@ -81,9 +83,17 @@ class _Sub:
 class QueueModel:
     """The rules for one queue with one producer (messages identified by seq)."""
 
-    def __init__(self, *, redelivered_flag: bool = True, delivery_count: bool = True) -> None:
+    def __init__(self, *, redelivered_flag: bool = True, delivery_count: bool = True,
+                 rules: Mapping[str, str] | None = None, rollback_marks: bool = False) -> None:
+        """``rules`` renames the requirements the model charges (e.g. the STOMP transaction rules to their
+        JMS statements when a test checks those): ``{model constant: requirement ID}``. With
+        ``rollback_marks`` a redelivery a rolled-back transaction caused that lacks its redelivered flag
+        or count increment is charged to the rollback's rule (and JMS-6.2.10-ROLLBACK-INCREMENTS-COUNT),
+        not to the general marking rules."""
         self.check_flag = redelivered_flag
         self.check_count = delivery_count
+        self.rules = dict(rules or {})
+        self.rollback_marks = rollback_marks
         self.messages: dict[int, _Message] = {}
         self.subs: dict[str, _Sub] = {}
         self.last_first_delivery: int | None = None
@@ -101,10 +111,13 @@ class QueueModel:
                 self.messages[seq].state = State.READY
                 self.messages[seq].returned_by = TX_COMMIT
 
-    def aborted(self, seqs: Iterable[int]) -> None:
+    def aborted(self, seqs: Iterable[int], *, rule: str = TX_ABORT) -> None:
+        """The transaction of these sends ended without a commit (``rule``: what makes them void: an
+        ABORT, or a connection that closed or died with the transaction open)."""
         for seq in seqs:
             if self.messages[seq].state is State.PENDING:
                 self.messages[seq].state = State.VOID
+                self.messages[seq].voided_by = rule
 
     def subscribed(self, sub: str, ack: AckMode) -> None:
         self.subs[sub] = _Sub(ack)
@@ -133,10 +146,12 @@ class QueueModel:
             m = self.messages[other]
             m.state, m.holder = State.MAYBE, None
 
-    def tx_acks_aborted(self, sub: str, seqs: Iterable[int]) -> None:
-        """ACKs in an aborted transaction: the messages stay held (STOMP-TX-ABORT-ACKS-UNDONE)."""
+    def tx_acks_aborted(self, sub: str, seqs: Iterable[int], *, rule: str = ABORTED_ACK_LOST) -> None:
+        """ACKs in a transaction that ended without a commit: the messages stay held (``rule``, by default
+        STOMP-TX-ABORT-ACKS-UNDONE, charges a message that then never comes back, is not marked
+        redelivered or does not count the redelivery)."""
         for seq in seqs:
-            self.messages[seq].returned_by = ABORTED_ACK_LOST
+            self.messages[seq].returned_by = rule
 
     def closed(self, sub: str) -> None:
         """The subscription ended (disconnect, crash or unsubscribe): unacked messages come back."""
@@ -168,36 +183,30 @@ class QueueModel:
     def delivered(self, sub: str, seq: int | None, body: bytes, redelivered: bool | None,
                   count: int | None, ops: tuple[int, ...] = ()) -> None:
         if seq is None or seq not in self.messages:
-            raise RequirementViolation(HEADERS, f"delivery with unknown ackspec-seq {seq!r}", ops)
+            raise RequirementViolation(self._rule(HEADERS), f"delivery with unknown ackspec-seq {seq!r}", ops)
         m = self.messages[seq]
         s = self.subs[sub]
         before = m.observed > 0 or m.possibly_delivered or m.state is State.MAYBE
         match m.state:
             case State.PENDING:
-                raise RequirementViolation(TX_INVISIBLE, f"seq {seq} delivered before its COMMIT", ops)
+                raise RequirementViolation(self._rule(TX_INVISIBLE), f"seq {seq} delivered before its COMMIT", ops)
             case State.VOID:
-                raise RequirementViolation(TX_ABORT, f"seq {seq} delivered although its transaction aborted", ops)
+                raise RequirementViolation(self._rule(m.voided_by),
+                                           f"seq {seq} delivered although its transaction was rolled back", ops)
             case State.CONSUMED:
-                raise RequirementViolation(m.consumed_by or DUPLICATE_AFTER_ACK,
+                raise RequirementViolation(self._rule(m.consumed_by or DUPLICATE_AFTER_ACK),
                                            f"seq {seq} delivered again after it was consumed", ops)
             case State.HELD:
                 req = DUPLICATE_WHILE_HELD if redelivered else DUPLICATE_PRODUCTION
-                raise RequirementViolation(req, f"seq {seq} delivered again while still held by {m.holder}", ops)
+                raise RequirementViolation(self._rule(req), f"seq {seq} delivered again while still held by {m.holder}",
+                                           ops)
         if body != m.body:
-            raise RequirementViolation(BODY, f"seq {seq} body {body[:40]!r} != sent {m.body[:40]!r}", ops)
-        if self.check_flag and redelivered is not None:
-            if m.observed > 0 and not redelivered:
-                raise RequirementViolation(REDELIVERED, f"seq {seq} delivered again without redelivered:true", ops)
-            if not before and redelivered:
-                raise RequirementViolation(REDELIVERED, f"first delivery of seq {seq} has redelivered:true", ops)
-        if self.check_count and count is not None:
-            if not before and count != 1:
-                raise RequirementViolation(DELIVERY_COUNT, f"first delivery of seq {seq} has count {count}", ops)
-            if m.last_count is not None and count <= m.last_count:
-                raise RequirementViolation(DELIVERY_COUNT, f"seq {seq} count {count} after {m.last_count}", ops)
+            raise RequirementViolation(self._rule(BODY), f"seq {seq} body {body[:40]!r} != sent {m.body[:40]!r}", ops)
+        self._check_marks(m, before, redelivered, count, ops)
         if not before:
             if self.last_first_delivery is not None and seq < self.last_first_delivery:
-                raise RequirementViolation(ORDER, f"seq {seq} delivered after seq {self.last_first_delivery}", ops)
+                raise RequirementViolation(self._rule(ORDER), f"seq {seq} delivered after seq "
+                                           f"{self.last_first_delivery}", ops)
             self.last_first_delivery = seq
         m.observed += 1
         m.last_count = count if count is not None else m.last_count
@@ -206,6 +215,29 @@ class QueueModel:
         else:
             m.state, m.holder = State.HELD, sub
             s.held.append(seq)
+
+    def _check_marks(self, m: _Message, before: bool, redelivered: bool | None, count: int | None,
+                     ops: tuple[int, ...]) -> None:
+        """The redelivered flag and delivery count of a delivery; a redelivery that a rolled-back
+        transaction caused is charged to the rule that returned it (``tx_acks_aborted``)."""
+        rolled_back = self.rollback_marks and m.returned_by not in (LOST, RETURNED_LOST, TX_COMMIT)
+        if self.check_flag and redelivered is not None:
+            flag_rule = self._rule(m.returned_by if rolled_back else REDELIVERED)
+            if m.observed > 0 and not redelivered:
+                raise RequirementViolation(flag_rule, f"seq {m.seq} delivered again without redelivered:true", ops)
+            if not before and redelivered:
+                raise RequirementViolation(self._rule(REDELIVERED), f"first delivery of seq {m.seq} has "
+                                           "redelivered:true", ops)
+        if self.check_count and count is not None:
+            count_rule = self._rule(ROLLBACK_COUNT if rolled_back else DELIVERY_COUNT)
+            if not before and count != 1:
+                raise RequirementViolation(self._rule(DELIVERY_COUNT), f"first delivery of seq {m.seq} has count "
+                                           f"{count}", ops)
+            if m.last_count is not None and count <= m.last_count:
+                raise RequirementViolation(count_rule, f"seq {m.seq} count {count} after {m.last_count}", ops)
+
+    def _rule(self, requirement: str) -> str:
+        return self.rules.get(requirement, requirement)
 
     def held(self, sub: str) -> list[int]:
         return list(self.subs[sub].held)
@@ -220,4 +252,4 @@ class QueueModel:
         """After a barrier-terminated drain (fed through :meth:`delivered`): nothing required is missing."""
         for m in self.messages.values():
             if m.state is State.READY:
-                raise RequirementViolation(m.returned_by, f"seq {m.seq} was never delivered (lost)", ops)
+                raise RequirementViolation(self._rule(m.returned_by), f"seq {m.seq} was never delivered (lost)", ops)

@@ -40,24 +40,31 @@ def test_order_per_producer(harness: Harness) -> None:
     harness.check_history({"order", "duplicate"})
 
 
-@requirement("STOMP-SUBSCRIBE-PREFETCH")
+@requirement("STOMP-SUBSCRIBE-PREFETCH", "AMQ-PREFETCH-PUSH-BOUND")
 def test_prefetch_bounds_unacked_deliveries(harness: Harness) -> None:
-    """Over the catalogue's prefetch domain (1.., capped per run) and any backlog beyond it."""
+    """Over the catalogue's prefetch domain (1.., capped per run), any backlog beyond it and any number
+    of acknowledgements: the broker fills the prefetch, sends one more per ACK, and never more."""
 
     @hypothesis_settings()
-    @given(prefetch=drawn("STOMP-SUBSCRIBE-PREFETCH", "prefetch"), beyond=st.integers(1, 8))
-    def bounded(prefetch: int, beyond: int) -> None:
-        _prefetch_example(harness, prefetch, prefetch + beyond)
+    @given(prefetch=drawn("STOMP-SUBSCRIBE-PREFETCH", "prefetch"), beyond=st.integers(1, 8),
+           acks=st.integers(0, 8))
+    def bounded(prefetch: int, beyond: int, acks: int) -> None:
+        _prefetch_example(harness, prefetch, prefetch + beyond, min(acks, prefetch, beyond))
 
     bounded()
 
 
-def _prefetch_example(harness: Harness, n: int, total: int) -> None:
+def _prefetch_example(harness: Harness, n: int, total: int, acks: int) -> None:
     q = harness.queue()
     c1 = harness.client("bounded")
     sub1 = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=n)
     harness.send_seq(c1, q, range(total))
     first = harness.expect_n(c1, sub1, n, "STOMP-SUBSCRIBE-PREFETCH")
+    for d in first[:acks]:  # each acknowledgement makes room for one more
+        c1.ack(d)
+    first = first[acks:] + harness.expect_n(c1, sub1, acks, "AMQ-PREFETCH-PUSH-BOUND",
+                                            f"deliveries after {acks} acknowledgements")
+    total -= acks
     # A second consumer takes what the first may not hold; once every message is accounted for,
     # nothing more can reach the first: counting its extra deliveries needs no waiting.
     c2 = harness.client("unbounded")
@@ -74,9 +81,11 @@ def _prefetch_example(harness: Harness, n: int, total: int) -> None:
             break
         if d is not None:
             second.append(d)
-    check(not extra, "STOMP-SUBSCRIBE-PREFETCH",
-          f"prefetch {n}: {n + len(extra)} unacknowledged deliveries reached the subscription "
-          f"(extra seqs {seqs(extra)})")
+    checks = Checks()
+    for rid in ("STOMP-SUBSCRIBE-PREFETCH", "AMQ-PREFETCH-PUSH-BOUND"):
+        checks.check(not extra, rid, f"prefetch {n}: {n + len(extra)} unacknowledged deliveries reached the "
+                     f"subscription (extra seqs {seqs(extra)})")
+    checks.done()
     for d in first:
         c1.ack(d)
     c1.disconnect()
