@@ -46,3 +46,16 @@ def test_citation_scan_forms() -> None:
     found = citations_in_source(source, Path("t.py"))
     assert [(c.requirement, c.line) for c in found] == [("A-1", 3), ("B-2", 3), ("C-3", 4), ("D-4", 6)]
     assert citations_in_source("def broken(:\n", Path("bad.py")) == []
+
+
+def test_citation_scan_follows_module_constants() -> None:
+    source = (
+        "import pytest\n"
+        "ONE = 'A-1'\n"
+        "MANY = (ONE, 'B-2')\n"
+        "TWICE = 'C-3'\n"
+        "TWICE = 'D-4'  # bound twice: not followed\n"
+        "@pytest.mark.requirement(*MANY, TWICE, 'E-5')\n"
+        "def test_x(): ...\n"
+    )
+    assert [c.requirement for c in citations_in_source(source, Path("t.py"))] == ["A-1", "B-2", "E-5"]

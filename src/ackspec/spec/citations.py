@@ -4,8 +4,9 @@
 installed suite, the ``ackspec.conformance`` package: what users run; the source checkout's
 ``tests/`` only with ``--include-project-tests``) and collects the string
 arguments of calls to ``requirement(...)`` or of any attribute call ending in ``.requirement(...)``
-(``pytest.mark.requirement``, ``markers.requirement``), as decorators or in ``pytestmark``. IDs
-built at run time (variables, f-strings) are not seen: cite IDs as literals.
+(``pytest.mark.requirement``, ``markers.requirement``), as decorators or in ``pytestmark``, following
+names bound once at module level to literals (``COMMIT = "JMS-6.2.7-COMMIT-ATOMIC"``, a tuple of
+them). IDs built at run time (f-strings, computed lists) are not seen: cite IDs as literals.
 """
 
 from __future__ import annotations
@@ -41,14 +42,32 @@ def _is_marker_call(node: ast.Call) -> bool:
         isinstance(func, ast.Attribute) and func.attr == MARKER_NAME)
 
 
-def _strings(node: ast.expr) -> Iterator[str]:
+def _strings(node: ast.expr, names: dict[str, ast.expr] | None = None) -> Iterator[str]:
+    """The literal IDs of a marker argument; a name bound once at module level to literals is followed."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         yield node.value
     elif isinstance(node, ast.List | ast.Tuple | ast.Set):
         for element in node.elts:
-            yield from _strings(element)
+            yield from _strings(element, names)
     elif isinstance(node, ast.Starred):
-        yield from _strings(node.value)
+        yield from _strings(node.value, names)
+    elif isinstance(node, ast.Name) and names and node.id in names:
+        yield from _strings(names[node.id], {k: v for k, v in names.items() if k != node.id})
+
+
+def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """``NAME = <literal or tuple of literals>`` at module level, for names assigned exactly once."""
+    found: dict[str, ast.expr] = {}
+    seen: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name in seen:
+                found.pop(name, None)
+            else:
+                found[name] = node.value
+            seen.add(name)
+    return found
 
 
 def citations_in_source(source: str, path: Path) -> list[Citation]:
@@ -58,10 +77,11 @@ def citations_in_source(source: str, path: Path) -> list[Citation]:
     except (SyntaxError, ValueError):
         return []
     found: list[Citation] = []
+    names = _module_constants(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _is_marker_call(node):
             for arg in node.args:
-                found.extend(Citation(rid, path, arg.lineno) for rid in _strings(arg))
+                found.extend(Citation(rid, path, arg.lineno) for rid in _strings(arg, names))
     return sorted(found, key=lambda c: c.line)  # stable: same-line citations keep argument order
 
 
