@@ -36,7 +36,8 @@ def test_auto_ack_consumes_on_delivery(harness: Harness) -> None:
     check([d.seq for d in got] == [0, 1, 2], "STOMP-ACK-AUTO", f"got {_seqs(got)}")
 
 
-@requirement("STOMP-ACK-CLIENT-CUMULATIVE", "STOMP-ACK-UNACKED-NOT-CONSUMED", "JMS-6.2.11-NO-DUPLICATE-AFTER-ACK")
+@requirement("STOMP-ACK-CLIENT-CUMULATIVE", "STOMP-ACK-UNACKED-NOT-CONSUMED", "JMS-6.2.11-NO-DUPLICATE-AFTER-ACK",
+             "AMQ-CLIENT-UNACKED-REDELIVERED-ON-RESTART", "JMS-6.1.8-CLOSE-DOES-NOT-ACK")
 def test_client_ack_is_cumulative(harness: Harness) -> None:
     harness.require(Capability.RECEIPTS)
     # in client mode the ACK of seq 2 covers seqs 0, 1 and 2
@@ -45,8 +46,10 @@ def test_client_ack_is_cumulative(harness: Harness) -> None:
     checks.check(not {0, 1} & set(back), "STOMP-ACK-CLIENT-CUMULATIVE",
                  f"ACK of seq 2 did not acknowledge earlier seqs: {back} came back")
     checks.check(2 not in back, "JMS-6.2.11-NO-DUPLICATE-AFTER-ACK", f"acknowledged seq 2 came back: {back}")
-    checks.check({3, 4} <= set(back), "STOMP-ACK-UNACKED-NOT-CONSUMED",
-                 f"unacknowledged seqs 3, 4 were not delivered again: {back}")
+    # the consumer closed its connection (DISCONNECT) and a new one came: what it never acknowledged is back
+    for rid in ("STOMP-ACK-UNACKED-NOT-CONSUMED", "AMQ-CLIENT-UNACKED-REDELIVERED-ON-RESTART",
+                "JMS-6.1.8-CLOSE-DOES-NOT-ACK"):
+        checks.check({3, 4} <= set(back), rid, f"unacknowledged seqs 3, 4 were not delivered again: {back}")
     checks.done()
 
 
@@ -133,4 +136,41 @@ def test_ack_of_unknown_id_is_an_error(harness: Harness) -> None:
                  "a second ACK of the same delivery was answered with RECEIPT")
     error = reply if reply is not None and reply.command == "ERROR" else raw.read_until("ERROR", 1.0)
     checks.check(error is not None, "STOMP-ACK-UNKNOWN-ID-ERROR", "ACK of an already acknowledged id got no ERROR")
+    checks.done()
+
+
+@requirement("JMS-6.2.11-AUTO-ONLY-LAST-REDELIVERED")
+def test_auto_failure_redelivers_at_most_the_last(harness: Harness) -> None:
+    """An ack:auto session dies after consuming some messages: none but the last may come back."""
+    harness.require(Capability.ABRUPT_DISCONNECT)
+    c1, q, _sub, got = received(harness, 4, "JMS-6.2.11-AUTO-ONLY-LAST-REDELIVERED", ack=AckMode.AUTO,
+                                persistent=True)
+    c1.crash()
+    back = _seqs(harness.drain(q))
+    consumed = _seqs(got)
+    harness.check(not set(back) & set(consumed[:-1]), f"after the failure of an ack:auto session that consumed "
+                  f"{consumed}, earlier consumed messages came back: {back}")
+
+
+@requirement("JMS-7.7-NON-PERSISTENT-AT-MOST-ONCE")
+def test_non_persistent_never_delivered_twice_unmarked(harness: Harness) -> None:
+    """Non-persistent messages, some acknowledged, the consumer dies: what comes back (it may be lost)
+    is never an acknowledged one, never twice, and never unmarked."""
+    harness.require(Capability.ABRUPT_DISCONNECT, Capability.ACK_CLIENT_INDIVIDUAL)
+    c1, q, _sub, got = received(harness, 6, "JMS-7.7-NON-PERSISTENT-AT-MOST-ONCE", ack=AckMode.CLIENT_INDIVIDUAL)
+    for d in got[:3]:
+        c1.ack(d)
+    harness.expect_dropped(q, [3, 4, 5], reason="non-persistent messages may be lost on a failure (JMS 7.7)")
+    c1.crash()
+    back = harness.drain(q)
+    again = _seqs(back)
+    checks = Checks()
+    checks.check(not {0, 1, 2} & set(again), "JMS-7.7-NON-PERSISTENT-AT-MOST-ONCE",
+                 f"acknowledged non-persistent messages delivered again: {again}")
+    checks.check(len(again) == len(set(again)), "JMS-7.7-NON-PERSISTENT-AT-MOST-ONCE",
+                 f"a non-persistent message came back twice: {again}")
+    if harness.has(Capability.REDELIVERED_FLAG):
+        unmarked = [d.seq for d in back if d.redelivered is False]
+        checks.check(not unmarked, "JMS-7.7-NON-PERSISTENT-AT-MOST-ONCE",
+                     f"non-persistent messages delivered a second time without redelivered: {unmarked}")
     checks.done()

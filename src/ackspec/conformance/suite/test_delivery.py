@@ -60,8 +60,8 @@ def _prefetch_example(harness: Harness, n: int, total: int, acks: int) -> None:
     sub1 = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=n)
     harness.send_seq(c1, q, range(total))
     first = harness.expect_n(c1, sub1, n, "STOMP-SUBSCRIBE-PREFETCH")
-    for d in first[:acks]:  # each acknowledgement makes room for one more
-        c1.ack(d)
+    for acked in first[:acks]:  # each acknowledgement makes room for one more
+        c1.ack(acked)
     first = first[acks:] + harness.expect_n(c1, sub1, acks, "AMQ-PREFETCH-PUSH-BOUND",
                                             f"deliveries after {acks} acknowledgements")
     total -= acks
@@ -86,8 +86,8 @@ def _prefetch_example(harness: Harness, n: int, total: int, acks: int) -> None:
         checks.check(not extra, rid, f"prefetch {n}: {n + len(extra)} unacknowledged deliveries reached the "
                      f"subscription (extra seqs {seqs(extra)})")
     checks.done()
-    for d in first:
-        c1.ack(d)
+    for held in first:
+        c1.ack(held)
     c1.disconnect()
     c2.disconnect()
 

@@ -14,6 +14,7 @@ from ackspec.adapters.base import AckMode, Capability
 from ackspec.conformance.config import hypothesis_settings
 from ackspec.conformance.harness import Harness
 from ackspec.conformance.rawstomp import RawStomp, frame
+from ackspec.conformance.strategies import drawn
 from ackspec.conformance.suite.support import command_of, is_error, raw_reply, subscribed
 from ackspec.conformance.verdicts import Checks, RequirementViolation, check
 from ackspec.history import PRODUCER_HEADER, SEQ_HEADER
@@ -194,3 +195,50 @@ def test_heartbeats_negotiated_and_sent(harness: Harness) -> None:
     got = raw.wait_heartbeats(1, timeout=interval * 2 + 1.0)
     check(got >= 1, "STOMP-HEARTBEAT-NEGOTIATION",
           f"server offered heart-beats every {server_sends} ms but sent none in {interval * 2 + 1.0:.1f}s")
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
+@requirement("STOMP-CONNECT-VERSION")
+def test_server_picks_the_highest_common_version(harness: Harness) -> None:
+    """Over any set of the versions the catalogue's accept-version domain lists: CONNECTED names the
+    highest offered version the server supports (a version it supports is one it accepts offered alone);
+    with no common version, ERROR naming its versions, then the connection closes."""
+    answers: dict[tuple[str, ...], tuple[str, str | None]] = {}
+
+    def answer(offer: tuple[str, ...]) -> tuple[str, str | None]:
+        if offer not in answers:
+            raw = harness.raw()
+            reply = raw.connect(harness.settings.login, harness.settings.passcode, harness.settings.vhost,
+                                extra={"accept-version": ",".join(offer)})
+            command = command_of(reply)
+            version = reply.headers.get("version", "1.0" if command == "CONNECTED" else None) if reply else None
+            answers[offer] = (command, version)
+            raw.close()
+        return answers[offer]
+
+    @hypothesis_settings()
+    @given(offer=st.lists(drawn("STOMP-CONNECT-VERSION", "accept-version"), min_size=1, max_size=3, unique=True))
+    def highest_common(offer: list[str]) -> None:
+        supported = [v for v in offer if answer((v,)) == ("CONNECTED", v)]
+        command, version = answer(tuple(offer))
+        if not supported:
+            check(command == "ERROR", "STOMP-CONNECT-VERSION", f"offer {offer}, none supported alone: got {command}")
+            return
+        best = max(supported, key=_version_key)
+        check((command, version) == ("CONNECTED", best), "STOMP-CONNECT-VERSION",
+              f"offer {offer} (supported alone: {supported}): got {command} version {version}, expected {best}")
+
+    highest_common()
+    raw = harness.raw()
+    reply = raw.connect(harness.settings.login, harness.settings.passcode, harness.settings.vhost,
+                        extra={"accept-version": "0.9"})
+    checks = Checks()
+    checks.check(is_error(reply) and "version" in (reply.headers if reply else {}), "STOMP-CONNECT-VERSION",
+                 f"accept-version 0.9 (no common version) got {command_of(reply)} "
+                 f"{dict(reply.headers) if reply else ''}, expected ERROR with a version header")
+    checks.check(raw.wait_closed(harness.timeout), "STOMP-CONNECT-VERSION",
+                 "connection open after the ERROR for no common version")
+    checks.done()

@@ -6,7 +6,9 @@ consumes queue *i* (client-individual, its acknowledgements in its current trans
 either queue in its current transaction; a transaction begins with the session's first operation
 after the previous one ended (JMS chained transactions). In any order hypothesis finds, sessions
 send, receive, acknowledge, commit, roll back (ABORT, then the session closes so the messages it
-consumed come back: JMS ``rollback`` recovers them), close with a transaction open, or die.
+consumed come back: JMS ``rollback`` recovers them), close with a transaction open, or die. A session is
+one connection here (STOMP has no other session), so closing it is closing the transacted session
+(JMS-6.2.15-CLOSE-ROLLS-BACK) and its connection (JMS-6.1.8-CLOSE-ROLLS-BACK) at once.
 
 Every delivery is judged by :class:`~ackspec.conformance.model.QueueModel` (one per queue and
 producing session, so order is per producer), with the model's rules named as the Jakarta
@@ -256,7 +258,7 @@ class TransactionMachine(RuleBasedStateMachine):
 
 
 @requirement(COMMIT, INVISIBLE, ROLLBACK_SENDS, ROLLBACK_RECEIVES, ORDER, ACK_BY_COMMIT,
-             "JMS-6.2.10-ROLLBACK-INCREMENTS-COUNT", CLOSE, MARKED)
+             "JMS-6.2.10-ROLLBACK-INCREMENTS-COUNT", CLOSE, "JMS-6.2.15-CLOSE-ROLLS-BACK", MARKED)
 def test_transactions_state_machine(harness: Harness) -> None:
     """Random interleavings of transacted sends, receives, acks, commits, rollbacks and crashes."""
     harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.RECEIPTS)
