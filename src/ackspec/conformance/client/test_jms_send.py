@@ -8,14 +8,18 @@ rejects them in the order it wants.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError
+from ackspec.conformance.config import hypothesis_settings
 from ackspec.conformance.markers import requirement
 from ackspec.reference.confirmations import Gate
 
@@ -100,18 +104,33 @@ def test_error_found_in_send_is_raised_and_never_called_back(cut: ClientUnderTes
 
 @requirement("JMS-7.3.2-ON-EXCEPTION", "JMS-7.3.2-ONE-CALLBACK-PER-SEND", "JMS-7.3.8-CALLBACK-ORDER")
 def test_rejections_reported_by_on_exception_in_send_order(cut: ClientUnderTest, env: Env) -> None:
-    q, gate, _s, p = _held_producer(cut, env, ClientFeature.ASYNC_SEND)
-    sends = [cut.async_send(p, q, f"m{i}".encode()) for i in range(6)]
-    held = gate.wait_held(6, TIMEOUT)
-    order = [held[i].receipt_id for i in (5, 2, 4, 0, 3, 1)]
-    rejected = {held[2].receipt_id, held[3].receipt_id}
-    for rid in order:  # answers arrive in a scrambled order
-        (gate.reject if rid in rejected else gate.release)(rid)
-    got = callbacks(cut, 6)
-    expected = [("exception" if i in (2, 3) else "completion", sends[i]) for i in range(6)]
-    assert got == expected
-    cut.events.wait_count("completion", 99, 0.05)
-    assert len(cut.events.of("completion", "exception")) == 6, "one callback per send, never both"
+    """Any number of asynchronous sends, their confirmations answered in any order, any of them rejected:
+    exactly one callback per send (onException for the rejected ones), in send order."""
+    cut.require(ClientFeature.ASYNC_SEND)
+    sent = 0
+    queues = itertools.count()
+
+    @hypothesis_settings()
+    @given(data=st.data())
+    def answered_in_any_order(data: st.DataObject) -> None:
+        nonlocal sent
+        n = data.draw(st.integers(1, 8), label="sends")
+        answer_order = data.draw(st.permutations(range(n)), label="answer order")
+        rejected = data.draw(st.sets(st.integers(0, n - 1)), label="rejected")
+        q, gate, _s, p = _held_producer(cut, env, ClientFeature.ASYNC_SEND, queue=f"q{next(queues)}")
+        sends = [cut.async_send(p, q, f"m{i}".encode()) for i in range(n)]
+        held = gate.wait_held(n, TIMEOUT)
+        assert len(held) == n, f"the broker got {len(held)} of {n} asynchronous sends"
+        for i in answer_order:
+            (gate.reject if i in rejected else gate.release)(held[i].receipt_id)
+        got = callbacks(cut, sent + n)[sent:]
+        sent += n
+        assert got == [("exception" if i in rejected else "completion", sends[i]) for i in range(n)], (
+            f"answers in order {answer_order}, rejected {sorted(rejected)}")
+
+    answered_in_any_order()
+    cut.events.wait_count("completion", sent + 1, 0.05)
+    assert len(cut.events.of("completion", "exception")) == sent, "one callback per send, never both"
 
 
 @requirement("JMS-7.3.2-OUTCOME-UNDEFINED")
