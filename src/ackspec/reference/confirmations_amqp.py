@@ -60,6 +60,34 @@ def _field(values: list[Any], index: int) -> Any:
     return values[index] if len(values) > index else None
 
 
+def _decoded(payload: bytes) -> Message | None:
+    try:
+        msg = Message()
+        msg.decode(payload)
+    except Exception:
+        return None  # the broker answers an undecodable message itself
+    return msg
+
+
+def _coordinator_command(payload: bytes) -> str:
+    """BEGIN for a declare, COMMIT or ABORT for a discharge (by its fail field), else SEND."""
+    msg = _decoded(payload)
+    body = msg.body if msg is not None else None
+    name = _descriptor(body)
+    if name in DECLARES:
+        return "BEGIN"
+    if name in DISCHARGES:
+        values = body.value if isinstance(body, Described) and isinstance(body.value, list) else []
+        return "ABORT" if _field(values, 1) else "COMMIT"
+    return "SEND"
+
+
+def _message_to(payload: bytes) -> str | None:
+    """The ``to`` of a message sent on an anonymous-relay link (Qpid JMS uses one where a broker offers it)."""
+    msg = _decoded(payload)
+    return None if msg is None or not msg.address else str(msg.address)
+
+
 def _performative(body: bytes) -> tuple[int | str | None, list[Any], bytes]:
     """(descriptor, fields, payload) of one AMQP frame body."""
     data = Data()
@@ -215,18 +243,9 @@ class AmqpConfirmationProxy(ConfirmationProxy):
             return
         command = "SEND"
         if coordinator:
-            try:
-                msg = Message()
-                msg.decode(bytes(buf))
-                body = msg.body
-            except Exception:
-                body = None
-            name = _descriptor(body)
-            if name in DECLARES:
-                command = "BEGIN"
-            elif name in DISCHARGES:
-                values = body.value if isinstance(body, Described) and isinstance(body.value, list) else []
-                command = "ABORT" if _field(values, 1) else "COMMIT"
+            command = _coordinator_command(bytes(buf))
+        elif address is None:  # an anonymous-relay link (null target): each message's ``to`` names its destination
+            address = _message_to(bytes(buf))
         answered = self._count(link, command, address)
         if not _field(fields, 4):  # unsettled: the broker will answer with a disposition
             state.asked[channel, True, delivery_id] = answered

@@ -9,6 +9,7 @@ unique destinations, an observer connection straight to the broker, and backgrou
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -139,15 +140,54 @@ class Background:
         return self.result
 
 
+CLIENT_BROKER_ENV = "ACKSPEC_CLIENT_BROKER"
+
+
+class _NoFaults:
+    """A real broker's stand-in for ``broker.faults``: injecting a fault is not applicable, clearing is a no-op."""
+
+    def __init__(self, broker: str) -> None:
+        self.broker = broker
+
+    def add(self, *_: Any, **__: Any) -> Any:
+        raise NotApplicable(f"broker fault injection needs the embedded reference broker, not {self.broker}")
+
+    def remove(self, rule: Any) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+
+class RealBroker:
+    """A broker that brokers/ starts, in place of the embedded reference broker (``ACKSPEC_CLIENT_BROKER=NAME``).
+
+    The client reaches it through the same confirmation proxies (STOMP, AMQP) where it speaks one of
+    those, else straight on the broker's own port (core, OpenWire: no proxy understands them); the
+    observer reads it over STOMP. Tests that inject broker faults are not applicable here.
+    """
+
+    def __init__(self, name: str) -> None:
+        from ackspec.brokers import broker as broker_info  # noqa: PLC0415
+
+        self.info = broker_info(name)
+        self.host = "127.0.0.1"
+        self.port = self.info.stomp_port
+        self.stomp_url = self.info.stomp_url
+        self.amqp_url = self.info.amqp_url
+        self.faults = _NoFaults(name)
+
+
 class Env:
-    def __init__(self, broker: EmbeddedBroker, proxy: ConfirmationProxy,
+    def __init__(self, broker: EmbeddedBroker | RealBroker, proxy: ConfirmationProxy,
                  amqp_proxy: AmqpConfirmationProxy | None = None) -> None:
         self.broker = broker
         self._proxy = proxy
         self._amqp_proxy = amqp_proxy
         self.url = proxy.stomp_url
         self.protocol = "stomp"
-        self.broker_name = REFERENCE_BROKER  # the target profile of what the client talks to (results.json)
+        # the target profile of what the client talks to (results.json)
+        self.broker_name = broker.info.profile if isinstance(broker, RealBroker) else REFERENCE_BROKER
         self.tag = uuid.uuid4().hex[:8]
         self._observer: Any = None
 
@@ -158,6 +198,9 @@ class Env:
             if self._amqp_proxy is None:
                 raise NotApplicable("the reference broker runs without its AMQP listener")
             return self._amqp_proxy
+        if self.protocol != "stomp":
+            raise NotApplicable(f"no confirmation gate for the {self.protocol} protocol (the proxies speak STOMP "
+                                "and AMQP 1.0): a rule that holds a broker answer cannot be decided")
         return self._proxy
 
     @property
@@ -173,7 +216,11 @@ class Env:
 
     def url_for(self, protocol: str) -> str:
         if protocol not in ("stomp", "amqp"):  # core, openwire: only a real broker speaks them
-            raise NotApplicable(f"the reference broker speaks STOMP and AMQP 1.0, not {protocol}")
+            native = dict(self.broker.info.other_ports).get(protocol) if isinstance(self.broker, RealBroker) else None
+            if native is None:
+                raise NotApplicable(f"the {self.broker_name} broker does not speak {protocol}")
+            self.protocol = protocol
+            return f"tcp://127.0.0.1:{native}"
         self.protocol = protocol
         if protocol == "amqp":
             if self._amqp_proxy is None:
@@ -242,19 +289,23 @@ class Env:
 
 
 @pytest.fixture(scope="session")
-def broker() -> Iterator[EmbeddedBroker]:
+def broker() -> Iterator[EmbeddedBroker | RealBroker]:
+    real = os.environ.get(CLIENT_BROKER_ENV)
+    if real:
+        yield RealBroker(real)
+        return
     with EmbeddedBroker(persistent=False, amqp=True) as b:
         yield b
 
 
 @pytest.fixture(scope="session")
-def proxy(broker: EmbeddedBroker) -> Iterator[ConfirmationProxy]:
+def proxy(broker: EmbeddedBroker | RealBroker) -> Iterator[ConfirmationProxy]:
     with ConfirmationProxy(broker.host, broker.port) as px:
         yield px
 
 
 @pytest.fixture(scope="session")
-def amqp_proxy(broker: EmbeddedBroker) -> Iterator[AmqpConfirmationProxy | None]:
+def amqp_proxy(broker: EmbeddedBroker | RealBroker) -> Iterator[AmqpConfirmationProxy | None]:
     url = broker.amqp_url
     if url is None:
         yield None
@@ -269,7 +320,8 @@ def amqp_proxy(broker: EmbeddedBroker) -> Iterator[AmqpConfirmationProxy | None]
 
 
 @pytest.fixture
-def env(broker: EmbeddedBroker, proxy: ConfirmationProxy, amqp_proxy: AmqpConfirmationProxy | None) -> Iterator[Env]:
+def env(broker: EmbeddedBroker | RealBroker, proxy: ConfirmationProxy,
+        amqp_proxy: AmqpConfirmationProxy | None) -> Iterator[Env]:
     e = Env(broker, proxy, amqp_proxy)
     yield e
     e.close()
