@@ -9,7 +9,6 @@ unique destinations, an observer connection straight to the broker, and backgrou
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 import time
@@ -24,7 +23,7 @@ import pytest
 from ackspec.conformance.client.cut import ClientUnderTest, CutError, NotApplicable
 from ackspec.conformance.client.registry import factory
 from ackspec.conformance.client_evidence import ClientEvidence
-from ackspec.conformance.client_target import REFERENCE_BROKER, client_spec
+from ackspec.conformance.client_target import REFERENCE_BROKER, client_broker, client_spec
 from ackspec.reference.client import ConnectionFactory, Message
 from ackspec.reference.confirmations import ConfirmationProxy
 from ackspec.reference.confirmations_amqp import AmqpConfirmationProxy
@@ -140,9 +139,6 @@ class Background:
         return self.result
 
 
-CLIENT_BROKER_ENV = "ACKSPEC_CLIENT_BROKER"
-
-
 class _NoFaults:
     """A real broker's stand-in for ``broker.faults``: injecting a fault is not applicable, clearing is a no-op."""
 
@@ -160,7 +156,8 @@ class _NoFaults:
 
 
 class RealBroker:
-    """A broker that brokers/ starts, in place of the embedded reference broker (``ACKSPEC_CLIENT_BROKER=NAME``).
+    """A broker that brokers/ starts, in place of the embedded reference broker (``ackspec run --client C --broker
+    NAME``, ``--ackspec-client-broker``, ``ACKSPEC_CLIENT_BROKER``).
 
     The client reaches it through the same confirmation proxies (STOMP, AMQP) where it speaks one of
     those, else straight on the broker's own port (core, OpenWire: no proxy understands them); the
@@ -289,8 +286,8 @@ class Env:
 
 
 @pytest.fixture(scope="session")
-def broker() -> Iterator[EmbeddedBroker | RealBroker]:
-    real = os.environ.get(CLIENT_BROKER_ENV)
+def broker(request: pytest.FixtureRequest) -> Iterator[EmbeddedBroker | RealBroker]:
+    real = client_broker(request.config)  # --ackspec-client-broker / ACKSPEC_CLIENT_BROKER (ackspec run --broker)
     if real:
         yield RealBroker(real)
         return
