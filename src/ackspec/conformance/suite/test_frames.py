@@ -15,7 +15,7 @@ from ackspec.conformance.config import hypothesis_settings
 from ackspec.conformance.harness import Harness
 from ackspec.conformance.rawstomp import RawStomp, frame
 from ackspec.conformance.strategies import drawn
-from ackspec.conformance.suite.support import command_of, is_error, raw_reply, subscribed
+from ackspec.conformance.suite.support import command_of, is_error, raw_reply, reply_to, subscribed
 from ackspec.conformance.verdicts import Checks, RequirementViolation, check
 from ackspec.history import PRODUCER_HEADER, SEQ_HEADER
 
@@ -241,4 +241,29 @@ def test_server_picks_the_highest_common_version(harness: Harness) -> None:
                  f"{dict(reply.headers) if reply else ''}, expected ERROR with a version header")
     checks.check(raw.wait_closed(harness.timeout), "STOMP-CONNECT-VERSION",
                  "connection open after the ERROR for no common version")
+    checks.done()
+
+
+@requirement("STOMP-SEND-ERROR-WHEN-UNPROCESSABLE")
+def test_unprocessable_send_gets_error_and_close(harness: Harness) -> None:
+    """A SEND the broker cannot process (made so by fault injection: its store refuses it) is answered with
+    ERROR and a closed connection, and the message is not delivered: never dropped silently."""
+    from ackspec.reference.faults import FaultRule  # noqa: PLC0415  (only with the embedded broker)
+
+    raw = harness.raw_connected()
+    q = harness.queue()
+    rule = harness.faults.add(FaultRule(destination=q, reject_send="cannot store (injected)", times=1))
+    try:
+        reply = reply_to(raw, frame("SEND", {"destination": q, "receipt": "r-unprocessable"}, b"refused"))
+        closed = raw.wait_closed(harness.timeout)
+    finally:
+        harness.faults.remove(rule)
+    delivered = harness.drain(q)
+    checks = Checks()
+    checks.check(is_error(reply), "STOMP-SEND-ERROR-WHEN-UNPROCESSABLE",
+                 f"an unprocessable SEND was answered with {command_of(reply)}, expected ERROR")
+    checks.check(closed, "STOMP-SEND-ERROR-WHEN-UNPROCESSABLE",
+                 "connection open after the ERROR for an unprocessable SEND")
+    checks.check(not delivered, "STOMP-SEND-ERROR-WHEN-UNPROCESSABLE",
+                 f"the refused SEND was delivered all the same: {len(delivered)} message(s)")
     checks.done()
