@@ -173,7 +173,6 @@ class SuiteSession:
             items[:] = keep
         if self.order:
             self.levels = requirement_levels()
-            _force_hypothesis_seed(suite_config.CURRENT.seed)
 
     def _judged_items(self, items: list[pytest.Item]) -> set[pytest.Item]:
         """The broker suite's tests; or, when the session holds no broker test, the client-side suite's.
@@ -365,14 +364,6 @@ def harness(request: pytest.FixtureRequest, ackspec_target: Target) -> Iterator[
 
 def _matches(names: list[str], patterns: list[str]) -> bool:
     return any(fnmatch.fnmatch(n, p) or fnmatch.fnmatch(n, f"*{p}*") for n in names for p in patterns)
-
-
-def _force_hypothesis_seed(seed: int) -> None:
-    """Every property test of the run starts from the run's seed (unless --hypothesis-seed was given)."""
-    from hypothesis import core  # noqa: PLC0415
-
-    if getattr(core, "global_force_seed", None) is None:
-        core.global_force_seed = seed  # type: ignore[assignment]
 
 
 def _without_capabilities(verdicts: list[RequirementVerdict], state: _ItemState) -> list[RequirementVerdict]:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError
-from ackspec.conformance.config import hypothesis_settings
+from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.markers import requirement
 from ackspec.reference.confirmations import Gate
 
@@ -111,6 +111,8 @@ def test_rejections_reported_by_on_exception_in_send_order(cut: ClientUnderTest,
     queues = itertools.count()
 
     @hypothesis_settings()
+
+    @hypothesis_seed()
     @given(data=st.data())
     def answered_in_any_order(data: st.DataObject) -> None:
         nonlocal sent

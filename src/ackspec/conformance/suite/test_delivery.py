@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ackspec.adapters.base import AckMode, Capability, Delivery, NotSupported
-from ackspec.conformance.config import hypothesis_settings
+from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.strategies import drawn
 from ackspec.conformance.suite.support import DURABLE_NAME, received, suspended_durable
@@ -46,6 +46,8 @@ def test_prefetch_bounds_unacked_deliveries(harness: Harness) -> None:
     of acknowledgements: the broker fills the prefetch, sends one more per ACK, and never more."""
 
     @hypothesis_settings()
+
+    @hypothesis_seed()
     @given(prefetch=drawn("STOMP-SUBSCRIBE-PREFETCH", "prefetch"), beyond=st.integers(1, 8),
            acks=st.integers(0, 8))
     def bounded(prefetch: int, beyond: int, acks: int) -> None:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ackspec.adapters.base import AckMode, Capability
-from ackspec.conformance.config import hypothesis_settings
+from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import Harness
 from ackspec.conformance.rawstomp import RawStomp, frame
 from ackspec.conformance.strategies import drawn
@@ -62,6 +62,8 @@ def test_round_trip_property(harness: Harness) -> None:
     values = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)
 
     @hypothesis_settings(examples=25)
+
+    @hypothesis_seed()
     @given(headers=st.dictionaries(st.from_regex(r"x-[a-z]{1,8}", fullmatch=True), values, max_size=4),
            body=st.binary(max_size=2000))
     def round_trip(headers: dict[str, str], body: bytes) -> None:
@@ -220,6 +222,8 @@ def test_server_picks_the_highest_common_version(harness: Harness) -> None:
         return answers[offer]
 
     @hypothesis_settings()
+
+    @hypothesis_seed()
     @given(offer=st.lists(drawn("STOMP-CONNECT-VERSION", "accept-version"), min_size=1, max_size=3, unique=True))
     def highest_common(offer: list[str]) -> None:
         supported = [v for v in offer if answer((v,)) == ("CONNECTED", v)]

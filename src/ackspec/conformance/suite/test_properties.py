@@ -24,7 +24,7 @@ from hypothesis.errors import Flaky
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
 from ackspec.adapters.base import AckMode, Capability, Client, Delivery, Indeterminate
-from ackspec.conformance.config import hypothesis_settings
+from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import LOSS_CLEANUP_GRACE, SENTINEL_HEADER, Harness
 from ackspec.conformance.model import QueueModel
 from ackspec.conformance.strategies import drawn
@@ -247,7 +247,7 @@ def test_queue_state_machine(harness: Harness) -> None:
     QueueMachine.harness = harness
     QueueMachine.violations = []
     try:
-        run_state_machine_as_test(QueueMachine, settings=hypothesis_settings(stateful_steps=12))
+        run_state_machine_as_test(hypothesis_seed()(QueueMachine), settings=hypothesis_settings(stateful_steps=12))
     except Flaky as exc:
         # The target did not behave the same when hypothesis replayed the failing steps (a broker that
         # loses or duplicates now and then). The violation it first showed is still a failure of that
@@ -269,6 +269,8 @@ def test_transaction_boundaries(harness: Harness) -> None:
     ids = itertools.count(1)
 
     @hypothesis_settings(examples=10)
+
+    @hypothesis_seed()
     @given(batches=st.lists(st.tuples(st.integers(1, 4), st.booleans()), min_size=1, max_size=5))
     def batches_commit_or_abort(batches: list[tuple[int, bool]]) -> None:
         q = harness.queue("tx")

@@ -31,7 +31,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_sta
 
 from ackspec.adapters.base import AckMode, Capability, Client, Delivery, Indeterminate
 from ackspec.conformance import model as rules
-from ackspec.conformance.config import hypothesis_settings
+from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import LOSS_CLEANUP_GRACE, SENTINEL_HEADER, Harness
 from ackspec.conformance.model import QueueModel
 from ackspec.conformance.verdicts import RequirementViolation
@@ -278,7 +278,8 @@ def test_transactions_state_machine(harness: Harness) -> None:
     TransactionMachine.harness = harness
     TransactionMachine.violations = []
     try:
-        run_state_machine_as_test(TransactionMachine, settings=hypothesis_settings(examples=16, stateful_steps=20))
+        run_state_machine_as_test(hypothesis_seed()(TransactionMachine),
+                                  settings=hypothesis_settings(examples=16, stateful_steps=20))
     except Flaky as exc:
         # the target did not behave the same on replay: its first violation is still a failure of that rule
         if not TransactionMachine.violations:
