@@ -71,3 +71,24 @@ def test_bad_acl_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["broker", "--stomp", "127.0.0.1:0", "--users", str(users), "--acl", str(acl)]) == 2
     err = capsys.readouterr().err
     assert f"{acl}:1: unknown permission" in err and err.count("\n") == 1
+
+
+def test_control_token_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    short = tmp_path / "short"
+    short.write_text("abc\n")
+    assert main(["broker", "--stomp", "127.0.0.1:0", "--control", "127.0.0.1:0",
+                 "--control-token-file", str(short)]) == 2
+    err = capsys.readouterr().err
+    assert "at least 16 characters" in err and err.count("\n") == 1
+    token = tmp_path / "token"
+    token.write_text("a-long-enough-control-token\n")
+    proc = subprocess.Popen([sys.executable, "-m", "ackspec", "broker", "--stomp", "127.0.0.1:0", "--control",
+                             "127.0.0.1:0", "--control-token-file", str(token)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("ackspec broker: stomp://")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=15)
+    assert "control token" not in out and "a-long-enough-control-token" not in out + err
