@@ -112,3 +112,23 @@ def test_open_transactions_are_limited_and_a_discharge_frees_a_slot(broker: Embe
         client.begin("d")
     finally:
         client.disconnect()
+
+
+def test_messages_larger_than_the_transfer_buffer_arrive_whole() -> None:
+    """The per-connection transfer buffer starts small and stops growing at 64 KiB: messages of every size
+    up to the limit still arrive byte for byte, one after another on one link."""
+    with EmbeddedBroker(amqp=True, persistent=False) as broker:
+        assert broker.amqp_url is not None
+        conn = BlockingConnection(broker.amqp_url, timeout=10)
+        try:
+            sender = conn.create_sender("/queue/limits.big")
+            sizes = [10, 5000, 70_000, 300, 1_000_000, 65_535, 65_536, 3]
+            for size in sizes:
+                sender.send(Message(body=bytes([size % 251]) * size))
+            receiver = conn.create_receiver("/queue/limits.big", credit=len(sizes))
+            for size in sizes:
+                got = receiver.receive(timeout=10)
+                receiver.accept()
+                assert got.body == bytes([size % 251]) * size
+        finally:
+            conn.close()
