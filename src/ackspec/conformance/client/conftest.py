@@ -139,6 +139,9 @@ class Background:
         return self.result
 
 
+DEAD_LETTER_QUEUES = {"activemq": "/queue/ActiveMQ.DLQ", "activemq6": "/queue/ActiveMQ.DLQ", "artemis": "/queue/DLQ"}
+
+
 class _NoFaults:
     """A real broker's stand-in for ``broker.faults``: injecting a fault is not applicable, clearing is a no-op."""
 
@@ -206,6 +209,16 @@ class Env:
         if self.protocol != "stomp":
             raise NotApplicable(f"a STOMP wire rule; the client under test speaks {self.protocol}")
         return self._proxy
+
+    @property
+    def dead_letter_queue(self) -> str:
+        """Where the broker puts messages it gives up on (a POISON ack, too many redeliveries)."""
+        if isinstance(self.broker, RealBroker):
+            found = DEAD_LETTER_QUEUES.get(self.broker.info.name)
+            if found is None:
+                raise NotApplicable(f"{self.broker.info.name} has no dead-letter queue this suite knows")
+            return found
+        return "/queue/DLQ"
 
     def require_protocol(self, protocol: str, why: str) -> None:
         if self.protocol != protocol:

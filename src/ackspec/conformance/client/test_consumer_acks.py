@@ -201,7 +201,7 @@ def test_client_acknowledge_covers_every_consumer_of_the_session(make_cut: MakeC
     assert env.contents(qa) == [] and env.contents(qb) == []
 
 
-@requirement("AMQ-ACKMODE-INDIVIDUAL")
+@requirement("AMQ-ACKMODE-INDIVIDUAL", "AMQ-ACKTYPE-INDIVIDUAL")
 def test_individual_acknowledge_acks_one(make_cut: MakeCut, env: Env) -> None:
     cut, q, _s, c = _consuming_filled_queue(make_cut, env, 2, ack_mode=INDIVIDUAL)
     m0, m1 = cut.receive(c, TIMEOUT), cut.receive(c, TIMEOUT)
@@ -235,7 +235,7 @@ def test_commit_acks_everything_and_starts_next_transaction(make_cut: MakeCut, e
     assert env.contents(out) == [b"next"]
 
 
-@requirement("AMQ-TX-ROLLBACK-INCREMENTS-COUNTER", "JMS-8.7-LISTENER-THROWS-TRANSACTED-NEXT")
+@requirement("AMQ-TX-ROLLBACK-INCREMENTS-COUNTER", "JMS-8.7-LISTENER-THROWS-TRANSACTED-NEXT", "AMQ-ACKTYPE-REDELIVERED")
 def test_rollback_sends_redelivered_and_count_grows(make_cut: MakeCut, env: Env) -> None:
     cut, _q, s, c = _consuming_filled_queue(make_cut, env, 1, ClientFeature.TRANSACTIONS, transacted=True)
     first = cut.receive(c, TIMEOUT)
@@ -352,3 +352,72 @@ def test_listeners_of_a_session_run_one_at_a_time(make_cut: MakeCut, env: Env) -
     fill(make_cut, qb, 5)
     events = cut.events.wait_count("message", 10, TIMEOUT)
     assert len(events) == 10 and max(e["concurrent"] for e in events) == 1
+
+
+# -- what the broker does with each acknowledgement type (the client under test is the witness that sent it) --
+
+def _unique_bodies(make_cut: MakeCut, env: Env, destination: str, count: int) -> list[bytes]:
+    """Put ``count`` messages with bodies unique to this test on ``destination``; returns the bodies."""
+    bodies = [f"{env.tag}-{i}".encode() for i in range(count)]
+    feeder = make_cut()
+    p = feeder.producer(feeder.session())
+    for body in bodies:
+        feeder.sync_send(p, destination, body, persistent=True)
+    return bodies
+
+
+@requirement("AMQ-ACKTYPE-DELIVERED")
+def test_delivered_ack_leaves_the_messages_on_the_broker(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    bodies = _unique_bodies(make_cut, env, q, 6)
+    cut = ack_cut(make_cut, prefetch=10)
+    c = cut.consumer(cut.session(ack_mode=CLIENT), q)
+    for _ in range(5):
+        assert cut.receive(c, TIMEOUT) is not None
+    assert acks(cut) == [(DELIVERED, 5)], "the client should have sent a DELIVERED ack at half the prefetch"
+    cut.close()  # never acknowledged: a DELIVERED ack is not a consumption
+    assert sorted(env.contents(q)) == sorted(bodies), "the broker removed messages on a DELIVERED ack"
+
+
+@requirement("AMQ-ACKTYPE-STANDARD")
+def test_standard_ack_removes_exactly_the_acked_messages(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    bodies = _unique_bodies(make_cut, env, q, 3)
+    cut = ack_cut(make_cut, prefetch=1)
+    c = cut.consumer(cut.session(ack_mode=AUTO), q)
+    for _ in range(2):
+        assert cut.receive(c, TIMEOUT) is not None
+    assert acks(cut) == [(STANDARD, 1), (STANDARD, 1)]
+    cut.close()
+    assert env.contents(q) == bodies[2:], "a STANDARD-acked message came back, or an unacked one was removed"
+
+
+@requirement("AMQ-ACKTYPE-RANGE")
+def test_one_ack_over_a_range_settles_every_message_in_it(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    bodies = _unique_bodies(make_cut, env, q, 4)
+    cut = ack_cut(make_cut, prefetch=10)
+    c = cut.consumer(cut.session(ack_mode=CLIENT), q)
+    received = [cut.receive(c, TIMEOUT) for _ in range(3)]
+    assert all(received)
+    last = received[-1]
+    assert last is not None
+    cut.acknowledge(last.handle)
+    assert acks(cut, STANDARD) == [(STANDARD, 3)], "one acknowledgement should cover the three messages"
+    cut.close()
+    assert env.contents(q) == bodies[3:], "the range ack did not settle every message in it"
+
+
+@requirement("AMQ-ACKTYPE-POISON")
+def test_poison_ack_dead_letters_the_message(make_cut: MakeCut, env: Env) -> None:
+    q = env.queue()
+    [body] = _unique_bodies(make_cut, env, q, 1)
+    cut = ack_cut(make_cut, maximum_redeliveries=0)
+    cut.require(ClientFeature.LISTENER)
+    cut.consumer(cut.session(ack_mode=AUTO), q, listener=True, fail_first=99)
+    assert cut.events.wait_for(lambda evs: any(e.kind == "ack" and e["ack_type"] == POISON for e in evs), TIMEOUT), (
+        "the client sent no POISON ack")
+    cut.close()
+    assert body in env.contents(env.dead_letter_queue), "the poisoned message is not on the dead-letter queue"
+    assert env.contents(q) == [], "the poisoned message is still on its queue"
+    assert len(cut.events.of("message")) == 1, "the poisoned message was delivered to its consumer again"
