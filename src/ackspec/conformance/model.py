@@ -248,6 +248,11 @@ class QueueModel:
         """Seqs that must still be delivered (queued, not held by any open subscription)."""
         return [m.seq for m in self.messages.values() if m.state is State.READY]
 
+    def undecided(self) -> list[int]:
+        """Seqs the rules allow to be gone or still queued (``maybe``) that the drain did not find: e.g.
+        taken into an auto-ack consumer's buffer, which consumed them on delivery, before it closed."""
+        return [m.seq for m in self.messages.values() if m.state is State.MAYBE]
+
     def final(self, ops: tuple[int, ...] = ()) -> None:
         """After a barrier-terminated drain (fed through :meth:`delivered`): nothing required is missing."""
         for m in self.messages.values():
