@@ -49,3 +49,23 @@ def test_a_silent_broker_gets_verdicts_and_a_report_in_bounded_time(tmp_path: Pa
     assert len(lines) == len(tests), done.stdout[-2000:]
     assert any("=indeterminate (" in ln for ln in lines)
     assert "…" not in done.stdout
+
+
+def test_a_broker_that_never_sends_a_receipt_is_judged_without_shrinking_for_minutes(tmp_path: Path) -> None:
+    """The reference broker with its no-receipt fault: every receipt wait times out, a property test's
+    failing example is reported as first found (with the seed), and the run stays within its bound."""
+    out = tmp_path / "run"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "ackspec", "run", "--target", "reference://embedded",
+                           "--fault", "no-receipt", "--timeout", str(TIMEOUT), "--out", str(out), "--no-report"],
+                          capture_output=True, text=True, timeout=900, check=False, cwd=tmp_path)
+    took = time.monotonic() - started
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    tests = {t["test"] for t in results["tests"]}
+    bound = len(tests) * TIMEOUT * SLACK * 2 + START_UP  # a test may wait for several receipts
+    assert took < bound, f"{took:.0f} s for {len(tests)} tests at --timeout {TIMEOUT} (bound {bound:.0f} s)"
+    assert done.returncode == 1, done.stderr[-2000:]  # not conformant: receipts are a MUST
+    assert results["extra"]["shrink"] is False
+    receipts = [t for t in results["tests"] if t["verdict"] in ("fail", "indeterminate")]
+    assert receipts and all(t["message"] for t in receipts)
+    assert any("RECEIPT" in t["message"] for t in receipts)

@@ -383,8 +383,13 @@ def _notes(exc: BaseException | None) -> str:
     """Hypothesis' falsifying example and reproduce blob, kept in the results message."""
     if exc is None:
         return ""
-    notes = list(getattr(exc, "__notes__", []) or [])
-    return "\n".join(str(n) for n in notes)[-4000:]
+    notes = [str(n) for n in getattr(exc, "__notes__", []) or []]
+    if any("Falsifying" in n for n in notes):
+        run = suite_config.CURRENT
+        notes.append(f"hypothesis seed {run.seed}: " + (
+            "the example was shrunk (--shrink)" if run.shrink else
+            f"the first failing example, not shrunk; rerun with --seed {run.seed} --shrink for a minimal one"))
+    return "\n".join(notes)[-4000:]
 
 
 def _adjust(report: pytest.TestReport, item: pytest.Item, verdicts: list[RequirementVerdict]) -> None:
