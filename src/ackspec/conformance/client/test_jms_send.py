@@ -111,7 +111,6 @@ def test_rejections_reported_by_on_exception_in_send_order(cut: ClientUnderTest,
     queues = itertools.count()
 
     @hypothesis_settings()
-
     @hypothesis_seed()
     @given(data=st.data())
     def answered_in_any_order(data: st.DataObject) -> None:

@@ -46,7 +46,6 @@ def test_prefetch_bounds_unacked_deliveries(harness: Harness) -> None:
     of acknowledgements: the broker fills the prefetch, sends one more per ACK, and never more."""
 
     @hypothesis_settings()
-
     @hypothesis_seed()
     @given(prefetch=drawn("STOMP-SUBSCRIBE-PREFETCH", "prefetch"), beyond=st.integers(1, 8),
            acks=st.integers(0, 8))

@@ -53,16 +53,18 @@ def test_binary_bodies_intact(harness: Harness) -> None:
               f"seq {d.seq}: body of {len(d.body)} bytes differs from the {len(sent or b'')} bytes sent")
 
 
-@requirement("STOMP-SEND-HEADERS-PASSED", "STOMP-SEND-BODY-INTACT")
+@requirement("STOMP-SEND-HEADERS-PASSED", "STOMP-SEND-BODY-INTACT", "STOMP-HEADER-ESCAPING", "STOMP-CONTENT-LENGTH",
+             "STOMP-MESSAGE-REQUIRED-HEADERS")
 def test_round_trip_property(harness: Harness) -> None:
-    """Random header values and bodies survive the round trip (hypothesis; shrinks to the minimal case)."""
+    """Random header values (any character but NUL: colons, backslashes, line breaks need escaping) and binary
+    bodies (NULs included: only content-length frames them) survive the round trip, on MESSAGE frames that
+    carry destination, message-id and subscription."""
     harness.require(Capability.CUSTOM_HEADERS, Capability.BINARY_BODY)
     c, q, sub = subscribed(harness)
     counter = iter(range(1_000_000))
     values = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)
 
     @hypothesis_settings(examples=25)
-
     @hypothesis_seed()
     @given(headers=st.dictionaries(st.from_regex(r"x-[a-z]{1,8}", fullmatch=True), values, max_size=4),
            body=st.binary(max_size=2000))
@@ -72,10 +74,17 @@ def test_round_trip_property(harness: Harness) -> None:
         d = c.receive(sub)
         if d is None:
             raise RequirementViolation("STOMP-SEND-BODY-INTACT", f"message seq {seq} never arrived")
-        check(d.body == body, "STOMP-SEND-BODY-INTACT", f"body {body[:30]!r} arrived as {d.body[:30]!r}")
+        checks = Checks()
+        for rid in ("STOMP-SEND-BODY-INTACT", "STOMP-CONTENT-LENGTH"):
+            checks.check(d.body == body, rid, f"body {body[:30]!r} ({len(body)} bytes) arrived as {d.body[:30]!r}")
         sent = {**headers, SEQ_HEADER: str(seq), PRODUCER_HEADER: "p1"}
         for k, v in sent.items():
-            check(d.headers.get(k) == v, "STOMP-SEND-HEADERS-PASSED", f"{k}={v!r} came as {d.headers.get(k)!r}")
+            for rid in ("STOMP-SEND-HEADERS-PASSED", "STOMP-HEADER-ESCAPING"):
+                checks.check(d.headers.get(k) == v, rid, f"{k}={v!r} came as {d.headers.get(k)!r}")
+        checks.check(bool(d.destination and d.message_id and d.subscription), "STOMP-MESSAGE-REQUIRED-HEADERS",
+                     f"MESSAGE without destination, message-id or subscription: {d.destination!r}, "
+                     f"{d.message_id!r}, {d.subscription!r}")
+        checks.done()
 
     round_trip()
 
@@ -222,7 +231,6 @@ def test_server_picks_the_highest_common_version(harness: Harness) -> None:
         return answers[offer]
 
     @hypothesis_settings()
-
     @hypothesis_seed()
     @given(offer=st.lists(drawn("STOMP-CONNECT-VERSION", "accept-version"), min_size=1, max_size=3, unique=True))
     def highest_common(offer: list[str]) -> None:

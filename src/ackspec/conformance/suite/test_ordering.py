@@ -36,7 +36,6 @@ def test_order_within_each_delivery_mode(harness: Harness) -> None:
     producer, consumer = harness.client("producer"), harness.client("consumer")
 
     @hypothesis_settings()
-
     @hypothesis_seed()
     @given(modes=st.lists(DELIVERY_MODES, min_size=2, max_size=16))
     def per_mode(modes: list[int]) -> None:
@@ -61,7 +60,6 @@ def test_each_competing_consumer_sees_its_share_in_order(harness: Harness) -> No
     consumers = [harness.client(f"c{i}") for i in range(MAX_CONSUMERS)]
 
     @hypothesis_settings()
-
     @hypothesis_seed()
     @given(count=drawn("JMS-4.1.2-COMPETING-CONSUMER-ORDER", "consumers", cap=MAX_CONSUMERS),
            n=st.integers(2, 24))

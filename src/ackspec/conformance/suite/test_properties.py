@@ -273,7 +273,6 @@ def test_transaction_boundaries(harness: Harness) -> None:
     ids = itertools.count(1)
 
     @hypothesis_settings(examples=10)
-
     @hypothesis_seed()
     @given(batches=st.lists(st.tuples(st.integers(1, 4), st.booleans()), min_size=1, max_size=5))
     def batches_commit_or_abort(batches: list[tuple[int, bool]]) -> None:
