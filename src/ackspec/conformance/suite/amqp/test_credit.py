@@ -9,14 +9,22 @@ been read by then.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ackspec.adapters.amqp_proton import DrainResult, ProtonClient
 from ackspec.adapters.base import AckMode, AdapterError, Capability, Delivery, NotSupported
+from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import Harness, seqs
+from ackspec.conformance.strategies import drawn
 from ackspec.conformance.suite.amqp.support import amqp_client, unsettled_modes
 from ackspec.conformance.verdicts import Checks, RequirementViolation, check
 
 requirement = pytest.mark.requirement
+
+CREDIT_CAP = 6
+"""Largest single grant a run draws from the credit domain (0..4294967295): each is filled from a backlog of
+at most 12 messages, so larger grants test nothing more than 12 would."""
 
 
 def drain_or_violation(c: ProtonClient, sub: str, *, credit: int = 0) -> DrainResult:
@@ -156,3 +164,41 @@ def test_prefetch_credit_with_acknowledgements(harness: Harness) -> None:
         c.ack(nxt)
     check(sorted(seqs(held + rest)) == list(range(6)), "AMQP-2.6.7-CREDIT-BOUND",
           f"after acknowledging, the rest did not arrive: {seqs(held + rest)}")
+
+
+@requirement("AMQP-2.6.7-CREDIT-BOUND", "AMQP-2.6.7-CREDIT-REPLENISH")
+def test_transfers_follow_any_sequence_of_credit_grants(harness: Harness) -> None:
+    """Any backlog and any sequence of credit grants (each from the catalogue's credit domain, capped for a
+    run): after each grant, exactly min(credit granted so far, backlog) transfers have come, never more."""
+    harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL)
+    c = amqp_client(harness)
+
+    @hypothesis_settings()
+    @hypothesis_seed()
+    @given(backlog=st.integers(0, 12),
+           grants=st.lists(drawn("AMQP-2.6.7-CREDIT-BOUND", "credit", cap=CREDIT_CAP), min_size=1, max_size=4))
+    def granted_in_steps(backlog: int, grants: list[int]) -> None:
+        q = harness.queue("credit")
+        harness.send_seq(c, q, range(backlog))
+        harness.expect_left(q, reason="credit may be granted for fewer messages than were sent")
+        sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=0, headers=unsettled_modes())
+        got: list[Delivery] = []
+        total = 0
+        checks = Checks()
+        for grant in grants:
+            c.flow(sub, grant)
+            total += grant
+            got += harness.receive_n(c, sub, min(total, backlog) - len(got))
+            c.round_trip(q)
+            granted, transfers = c.accounting(sub)
+            checks.check(transfers <= granted, "AMQP-2.6.7-CREDIT-BOUND",
+                         f"{transfers} transfers for {granted} credit granted (grants {grants}, backlog {backlog})")
+            checks.check(transfers == min(total, backlog), "AMQP-2.6.7-CREDIT-REPLENISH",
+                         f"grants {grants} (total so far {total}) with {backlog} queued: {transfers} transfers, "
+                         f"expected {min(total, backlog)}")
+        for d in got:
+            c.ack(d)
+        c.unsubscribe(sub)
+        checks.done()
+
+    granted_in_steps()
