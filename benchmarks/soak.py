@@ -4,6 +4,7 @@ receipted messages across SIGKILL cycles, and journal damage.
     python benchmarks/soak.py memory [--backlog-mb 1024] [--idle 2000] [--bound-mb 640]
     python benchmarks/soak.py kill   [--cycles 50]
     python benchmarks/soak.py damage [--records 2000] [--cases 200]
+    python benchmarks/soak.py churn                (4 x 2,000 AMQP connections opened and closed)
     python benchmarks/soak.py all    [--json FILE]
 
 Each part prints one line of figures and exits 1 when its claim does not hold:
@@ -198,6 +199,34 @@ def memory(backlog_mb: int, idle: int, bound_mb: float) -> dict[str, Any]:
             "rss_peak_mb": round(peak, 1), "bound_mb": bound_mb, "seconds": round(seconds, 1)}
 
 
+# ------------------------------------------------------------------ churn
+
+
+def churn(connections: int, rounds: int) -> dict[str, Any]:
+    """``rounds`` times, open and close ``connections`` AMQP connections one after another; the broker's
+    resident memory after each round. The claim: it levels off (the last round adds under 10 MB)."""
+    broker = Broker(amqp=True)
+    assert broker.amqp is not None
+
+    def rss_mb() -> float:
+        for line in Path(f"/proc/{broker.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    after = [round(rss_mb(), 1)]
+    try:
+        for _ in range(rounds):
+            for _ in range(connections):
+                IdleAmqp(broker.amqp).close()
+            Stomp(broker.stomp).send("DISCONNECT", receipt="x")  # a round trip: the closes were handled
+            after.append(round(rss_mb(), 1))
+    finally:
+        broker.stop()
+    return {"part": "churn", "ok": after[-1] - after[-2] < 10, "connections_per_round": connections,
+            "rss_mb_after_each_round": after}
+
+
 # ------------------------------------------------------------------ kill
 
 
@@ -322,7 +351,7 @@ def damage(records: int, cases: int, seed: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=("memory", "kill", "damage", "all"))
+    p.add_argument("part", choices=("memory", "churn", "kill", "damage", "all"))
     p.add_argument("--backlog-mb", type=int, default=1024)
     p.add_argument("--idle", type=int, default=2000)
     p.add_argument("--bound-mb", type=float, default=640.0)
@@ -337,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         "damage": lambda: damage(args.records, args.cases, seed),
         "kill": lambda: kill(args.cycles, seed),
         "memory": lambda: memory(args.backlog_mb, args.idle, args.bound_mb),
+        "churn": lambda: churn(2000, 4),
     }
     results = []
     for name, run in parts.items():
