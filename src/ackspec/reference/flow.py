@@ -30,6 +30,13 @@ class ProducerFlow:
     measure: Callable[[], int] = field(default=stored_bytes)
     paused: int = 0
     """Producers paused so far (a count for logs and tests)."""
+    holding: bool = False
+    """Some producer is paused now: the server checks for the low-water mark only then."""
+
+    def pause(self) -> None:
+        """A host paused a producer."""
+        self.paused += 1
+        self.holding = True
 
     def over(self) -> bool:
         """Whether a producer should stop being read now."""

@@ -376,7 +376,7 @@ class BrokerServer:
         if proto.transport is not None and proto.session.conn_id not in self._paused:
             proto.transport.pause_reading()
             self._paused[proto.session.conn_id] = proto
-            self.flow.paused += 1
+            self.flow.pause()
 
     def _resume_producers(self) -> None:
         for proto in self._paused.values():
@@ -389,7 +389,8 @@ class BrokerServer:
     async def _tick_forever(self) -> None:
         while True:
             await asyncio.sleep(TICK_SECONDS)
-            if self.flow.paused and self.flow.may_resume():
+            if self.flow.holding and self.flow.may_resume():
+                self.flow.holding = False
                 self._resume_producers()
             now = self.clock()
             for p in list(self.protocols.values()):

@@ -104,7 +104,7 @@ class AmqpProtocol(asyncio.Protocol):
             self.on_activity()
         if self.flow is not None and self.conn.producer_only and self.flow.over() and self.transport is not None:
             self.transport.pause_reading()  # producer flow control (see ackspec.reference.flow)
-            self.flow.paused += 1
+            self.flow.pause()
             self.paused = True
 
     def resume(self) -> None:
