@@ -19,10 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from ackspec.brokers import broker
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 BROKER_URL = re.compile(r"(?:stomp|amqp)://127\.0\.0\.1:(\d+)")
+BROKER_NAME = re.compile(r"--broker[ =](\S+)")  # ackspec run --client NAME --broker B: a broker of brokers/
 NOT_RUN_HERE = {
     "pip install -e .": "this test runs in the environment that install made",
     "bash scripts/test.sh": "CI itself (bash .ci/run), which runs this test",
@@ -80,7 +83,7 @@ def test_readme_command_works(command: str) -> None:
         if "brokers/restart.sh" in part and not os.environ.get(RESTARTS_ENV):
             pytest.skip(f"restarts a broker others may be using (set {RESTARTS_ENV}=1 to run it); scripts/test.sh "
                         "runs the same restart tests in the broker's own step")
-        ports = [int(p) for p in BROKER_URL.findall(part)]
+        ports = [int(p) for p in BROKER_URL.findall(part)] + [broker(b).stomp_port for b in BROKER_NAME.findall(part)]
         down = [p for p in ports if not listening(p)]
         if down:
             pytest.skip(f"needs the broker on 127.0.0.1:{down[0]} (bash brokers/start.sh NAME)")
