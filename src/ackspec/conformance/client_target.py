@@ -15,7 +15,7 @@ import os
 import shlex
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ackspec.conformance.target import KnownDeviation, ProfileError
@@ -96,11 +96,12 @@ class ClientIdentity:
 
 @dataclass
 class ClientTarget:
+    """The client a client-side run judges, its profile, and the broker it was asked to run against."""
+
     spec: str
     profile: Any = None  # ackspec.spec.client_profiles.ClientProfile
     identity: ClientIdentity | None = None
     expected_broker: str | None = None  # the target profile of the broker asked for (None: the reference broker)
-    _deviations: list[KnownDeviation] = field(default_factory=list)
 
     @property
     def profile_name(self) -> str | None:
@@ -108,7 +109,9 @@ class ClientTarget:
 
     @property
     def broker(self) -> str:
-        return self.identity.broker if self.identity is not None else REFERENCE_BROKER
+        if self.identity is not None:
+            return self.identity.broker
+        return self.expected_broker or REFERENCE_BROKER
 
     def note(self, cut: Any, broker: str) -> None:
         """Remember the first client the tests built: its library, version and protocol, and the broker."""
