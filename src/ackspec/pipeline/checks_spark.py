@@ -61,8 +61,24 @@ ANOMALY_COLUMNS = ("kind", "run", "test", "destination", "producer", "seq", "ope
 _BY_INDEX = itemgetter(0)
 
 
+def _sends_only(run: str, sends: SendCounts) -> pa.RecordBatch:
+    """The output of a history without anomalies or problems (most of them): one row, built cheaply
+    from cached null columns (``from_pydict`` of 13 columns cost a quarter of a millisecond per
+    history, about as much as checking a small one)."""
+    arrays = [_NULLS[name] for name in OUTPUT.names]
+    arrays[0], arrays[1] = _SENDS_KIND, pa.array([run], pa.string())
+    arrays[8:11] = [pa.array([n], pa.int64()) for n in (sends.confirmed, sends.failed, sends.indeterminate)]
+    return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT)
+
+
+_NULLS = {field.name: pa.nulls(1, field.type) for field in OUTPUT}
+_SENDS_KIND = pa.array([SENDS], pa.string())
+
+
 def _output(run: str, test: str, anomalies: list[Anomaly], sends: SendCounts,
             problems: tuple[int, str, str] | None) -> pa.RecordBatch:
+    if not anomalies and problems is None:
+        return _sends_only(run, sends)
     n = len(anomalies)
     columns: dict[str, list[Any]] = {
         "kind": [str(a.kind) for a in anomalies] + [SENDS], "run": [run] * (n + 1), "test": [test] * n + [None],

@@ -5,7 +5,8 @@
 
 Also ``python -m ackspec.pipeline.submit [--master URL] RUN_URI... --out URI`` without
 ``spark-submit``. Each RUN_URI is a run directory (docs/run-directory.md) on any Hadoop
-file system the cluster has; its ``histories.parquet`` is read if present, else its
+file system the cluster has, or a local path or glob of them (resolved as ``ackspec
+report`` resolves them); its ``histories.parquet`` is read if present, else its
 ``histories/*.jsonl``. Every output row of the check job (:data:`ackspec.pipeline.checks_spark.OUTPUT`:
 anomalies, per-history send counts, per-run counts of unusable records) is written as
 Parquet to ``--out``; one JSON line of totals goes to stdout. Nothing that grows with the
@@ -28,6 +29,7 @@ import time
 from typing import Any
 
 from ackspec.errors import AckspecError
+from ackspec.pipeline.layout import resolve_run_dirs
 from ackspec.pipeline.schema import as_uri, read_run
 from ackspec.pipeline.session import get_session, progress
 
@@ -41,13 +43,22 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def run_uris(names: list[str]) -> list[str]:
+    """URIs as they are; local paths and globs resolved like ``ackspec report`` does (a glob skips
+    folders without ``results.json``, a named folder must be a run directory)."""
+    uris: list[str] = []
+    for name in names:
+        uris.extend([name] if "://" in name else [as_uri(run.root) for run in resolve_run_dirs([name])])
+    return uris
+
+
 def check(spark: Any, runs: list[str], out: str) -> dict[str, Any]:
     """Check the runs' histories with one job; write the rows to ``out``; return the totals."""
     from ackspec.pipeline.checks_spark import check_dataframe  # noqa: PLC0415
 
     frames = []
-    for run in runs:
-        frame = read_run(spark, as_uri(run))
+    for run in run_uris(runs):
+        frame = read_run(spark, run)
         if frame is None:
             raise AckspecError(f"{run}: no histories (neither histories.parquet nor histories/*.jsonl)")
         frames.append(frame)
@@ -60,14 +71,16 @@ def check(spark: Any, runs: list[str], out: str) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     started = time.monotonic()
+    spark = get_session(args.master, app_name="ackspec-history-check")
     try:
-        spark = get_session(args.master, app_name="ackspec-history-check")
         totals = check(spark, args.runs, args.out)
+        totals["master"] = spark.sparkContext.master
     except AckspecError as exc:
         print(f"ackspec: {exc}", file=sys.stderr)
         return 2
+    finally:
+        spark.stop()  # a cluster's workers would otherwise relaunch executors while the driver exits
     totals["seconds"] = round(time.monotonic() - started, 1)
-    totals["master"] = spark.sparkContext.master
     totals["out"] = as_uri(args.out)
     print(json.dumps(totals, sort_keys=True))
     if totals["problem_records"]:
