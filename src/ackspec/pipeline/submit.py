@@ -43,12 +43,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def run_uris(names: list[str]) -> list[str]:
-    """URIs as they are; local paths and globs resolved like ``ackspec report`` does (a glob skips
-    folders without ``results.json``, a named folder must be a run directory)."""
-    uris: list[str] = []
+def run_uris(names: list[str]) -> list[tuple[str, bool]]:
+    """``(uri, named)`` per run: URIs as they are (named: they must hold histories); local paths and
+    globs resolved like ``ackspec report`` does (a glob skips folders without ``results.json`` and
+    takes the sub-runs of a plain run's folder; a run without histories, such as a client run, is
+    skipped as the report skips it)."""
+    uris: list[tuple[str, bool]] = []
     for name in names:
-        uris.extend([name] if "://" in name else [as_uri(run.root) for run in resolve_run_dirs([name])])
+        if "://" in name:
+            uris.append((name, True))
+        else:
+            uris.extend((as_uri(run.root), False) for run in resolve_run_dirs([name]))
     return uris
 
 
@@ -57,11 +62,14 @@ def check(spark: Any, runs: list[str], out: str) -> dict[str, Any]:
     from ackspec.pipeline.checks_spark import check_dataframe  # noqa: PLC0415
 
     frames = []
-    for run in run_uris(runs):
+    for run, named in run_uris(runs):
         frame = read_run(spark, run)
-        if frame is None:
+        if frame is None and named:
             raise AckspecError(f"{run}: no histories (neither histories.parquet nor histories/*.jsonl)")
-        frames.append(frame)
+        if frame is not None:
+            frames.append(frame)
+    if not frames:
+        raise AckspecError(f"no histories in any of: {' '.join(runs)}")
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)
