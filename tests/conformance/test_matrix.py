@@ -34,3 +34,10 @@ def test_report_matrix_and_cli_name_a_target_alike() -> None:
         assert target_name(run) == name
         assert f"| {name} |" in render([run])
         assert target_label(url, None) == name
+
+
+def test_an_interrupted_run_says_so_in_the_matrix() -> None:
+    run = RunResults(run_id="r", started="s", finished="f", tests=(), interrupted=True,
+                     target=TargetInfo(url="reference://embedded", profile="reference", protocol="stomp"))
+    row = next(line for line in render([run]).splitlines() if line.startswith("| reference (STOMP) |"))
+    assert "r (interrupted: partial)" in row

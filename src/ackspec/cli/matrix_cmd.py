@@ -81,7 +81,8 @@ def render(runs: list[RunResults]) -> str:
             if i in by_run:
                 counts[str(by_run[i])] += 1
         summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-        lines.append(f"| {label} | `{run.target.url}` | {run.target.adapter or ''} | {run.run_id} | "
+        cut = " (interrupted: partial)" if run.interrupted else ""
+        lines.append(f"| {label} | `{run.target.url}` | {run.target.adapter or ''} | {run.run_id}{cut} | "
                      f"{run.seed} | {_duration(run)} | {summary} |")
     lines += ["", "| requirement | level | " + " | ".join(labels) + " |",
               "|---|---|" + "---|" * len(labels)]

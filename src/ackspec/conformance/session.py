@@ -311,6 +311,8 @@ class SuiteSession:
         counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(by.items()))
         terminalreporter.write_sep("-", "ackspec verdicts")
         terminalreporter.write_line(f"run {self.run_id}: {counts}")
+        if self.results.interrupted:
+            terminalreporter.write_line("interrupted: these verdicts are partial (not conformant)")
         for level in ("MUST", "MUST-NOT", "SHOULD", "SHOULD-NOT"):
             failed = sorted({t.requirement for t in self.results.tests
                              if t.verdict is Verdict.FAIL and (t.level or "") == level})
