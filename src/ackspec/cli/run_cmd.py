@@ -229,12 +229,15 @@ def run(args: argparse.Namespace) -> int:
         return _dry_run(args, targets)
     created = _prepare_out(root, targets)
     runs: list[TargetRun] = []
+    watch = InterruptWatch()
     try:
-        with InterruptWatch() as watch:
+        with watch:
             for target in targets:
                 runs.append(_run_target(args, target, new_run_id(), watch))
                 if watch.interrupted:
                     break
+    except KeyboardInterrupt:  # between two targets' pytest runs
+        watch.interrupted = True
     except AckspecError:
         _remove(created)  # a run that could not run leaves no run directory (no phantom report column)
         raise
