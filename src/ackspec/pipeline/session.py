@@ -102,8 +102,9 @@ def submitted_master() -> str | None:
     """The master ``spark-submit`` chose for this process, if it launched it."""
     if not os.environ.get("SPARK_ENV_LOADED") and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
         return None
-    from pyspark import SparkConf  # noqa: PLC0415 - Spark is imported only where it is used
+    from pyspark import SparkConf, SparkContext  # noqa: PLC0415 - Spark is imported only where it is used
 
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, whose properties hold the master
     return str(SparkConf().get("spark.master", DEFAULT_MASTER))
 
 

@@ -1,0 +1,40 @@
+"""Session settings: local tuning only for a local master, whatever master is asked for (no Spark started)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ackspec.pipeline.session import LOCAL_SETTINGS, SMALL_SETTINGS, is_local, session_settings
+
+
+@pytest.mark.parametrize("master", ["local", "local[*]", "local[2]", "local[4,2]"])
+def test_a_local_master_gets_the_small_machine_settings(master: str) -> None:
+    settings = session_settings(master)
+    assert is_local(master)
+    assert {k: settings[k] for k in LOCAL_SETTINGS} == LOCAL_SETTINGS
+    assert "-XX:+UseParallelGC" in settings["spark.driver.extraJavaOptions"]
+
+
+@pytest.mark.parametrize("master", ["spark://10.0.0.5:7077", "yarn", "k8s://https://k:6443", "local-cluster[2,1,1024]"])
+def test_a_cluster_master_keeps_its_own_sizing_and_reachable_driver(master: str) -> None:
+    settings = session_settings(master, small=True)
+    assert not is_local(master)
+    for key in (*LOCAL_SETTINGS, *SMALL_SETTINGS):
+        assert key not in settings, key  # no 4-partition cap, no loopback driver, no local heap size
+    assert "UseParallelGC" not in settings["spark.driver.extraJavaOptions"]
+
+
+def test_a_small_input_gets_the_start_up_settings_locally() -> None:
+    settings = session_settings("local[*]", small=True)
+    assert settings["spark.sql.shuffle.partitions"] == "1"
+    assert settings["spark.sql.codegen.wholeStage"] == "false"
+    assert "-XX:TieredStopAtLevel=1" in settings["spark.driver.extraJavaOptions"]
+
+
+def test_the_report_module_loads_without_pyspark() -> None:
+    code = "import sys, ackspec.pipeline.report; print(any(m.startswith('pyspark') for m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.strip() == "False"
