@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pyspark
+import pytest
 
 from ackspec.pipeline import submit
 from ackspec.pipeline.anomalies import Anomaly, AnomalyKind, SendCounts
@@ -64,6 +65,7 @@ def _written(out: Path) -> tuple[list[Anomaly], SendCounts, int]:
     return anomalies, sends, sum(1 for r in rows if r["kind"] == PROBLEMS)
 
 
+@pytest.mark.timeout(900)  # three JVMs and their Python workers start on 2 cores: minutes on a loaded machine
 def test_a_two_worker_cluster_finds_what_local_mode_and_one_process_find(tmp_path: Path, spark: Any) -> None:
     runs, records = _write_runs(tmp_path)
     out = tmp_path / "checks"
@@ -73,7 +75,7 @@ def test_a_two_worker_cluster_finds_what_local_mode_and_one_process_find(tmp_pat
         [str(spark_submit), "--master", CLUSTER, "--conf", "spark.executor.memory=512m",
          "--conf", "spark.sql.shuffle.partitions=4", submit.__file__,
          *(run.root.as_uri() for run in runs), "--out", out.as_uri()],
-        capture_output=True, text=True, timeout=420, env=env, check=False)
+        capture_output=True, text=True, timeout=780, env=env, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     totals = json.loads(done.stdout.strip().splitlines()[-1])
     assert totals["master"] == CLUSTER
