@@ -77,8 +77,8 @@ def test_rejected_goes_to_dead_letter_queue_with_reason(adapter: ProtonAdapter) 
     dlq = c.subscribe("/queue/DLQ", ack=AckMode.CLIENT_INDIVIDUAL)
     dead = c.receive(dlq, 2)
     assert dead is not None and dead.seq == 3
-    assert dead.headers["original-destination"] == Q
-    assert "rejected" in dead.headers["dead-letter-reason"]
+    assert dead.headers["originalDestination"] == Q
+    assert "rejected" in dead.headers["deadLetterReason"]
     assert c.receive(sub, 0.2) is None
 
 

@@ -11,13 +11,19 @@ from hypothesis import strategies as st
 
 from ackspec.reference.broker import Committed, DeadLettered, Message, Removed, Stored
 from ackspec.reference.broker.records import DurableRemoved, DurableSubscribed, Record, StoredCopy
+from ackspec.reference.broker.typed import Typed
 from ackspec.reference.journal import Journal, JournalCorruption, decode_record, encode_record
 
 from ._req import requirement
 
 texts = st.text(max_size=10)
+property_values = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | texts
+typed = st.none() | st.builds(
+    Typed, st.binary(max_size=30), st.lists(st.tuples(texts, property_values), max_size=3).map(tuple),
+    st.integers(0, 255), st.integers(0, 2**32 - 1), st.integers(0, 2**63), st.integers(0, 2**63), texts,
+    st.lists(st.tuples(texts, texts), max_size=2).map(tuple))
 messages = st.builds(Message, texts, texts, st.binary(max_size=30), st.lists(st.tuples(texts, texts), max_size=3)
-                     .map(tuple), st.booleans(), texts, st.integers(0, 2**63))
+                     .map(tuple), st.booleans(), texts, st.integers(0, 2**63), typed)
 records = st.one_of(
     st.builds(Stored, messages),
     st.builds(Removed, texts),

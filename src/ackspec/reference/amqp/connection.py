@@ -51,6 +51,7 @@ from proton import (
 )
 from proton import Delivery as PnDelivery
 
+from ackspec.reference.amqp import terminus
 from ackspec.reference.amqp.mapping import (
     annotation_headers,
     core_destination,
@@ -61,7 +62,7 @@ from ackspec.reference.amqp.mapping import (
 from ackspec.reference.amqp.mutants import FrameRewriter
 from ackspec.reference.amqp.pump import EnginePump
 from ackspec.reference.amqp.sasl import SaslServer, SaslState
-from ackspec.reference.amqp.sections import read_plain
+from ackspec.reference.amqp.sections import Incoming, read_plain
 from ackspec.reference.broker import (
     ACCEPT,
     RELEASE,
@@ -255,6 +256,7 @@ class AmqpConnection:
         self._txns: dict[str, _Txn] = {}
         self._txn_ids = itertools.count(1)
         self._sub_ids = itertools.count(1)
+        self._temporaries: list[str] = []  # addresses of the dynamic nodes this connection made
         # transfers and acceptances read but not yet handed to the core (see _flush_batches)
         self._publishes: list[tuple[bytes, Headers, bool, object]] = []
         self._publish_to: str | None = None
@@ -335,6 +337,8 @@ class AmqpConnection:
         if self.opened and not self.finished:
             self.finished = True
             self._run(self.core.close(self.conn_id, abrupt=abrupt))
+            for address in self._temporaries:  # JMS 4.4.3: a temporary destination lives as long as its connection
+                self._run(self.core.delete_queue(address))
 
     # -- engine events ---------------------------------------------------------------------------
 
@@ -563,6 +567,8 @@ class AmqpConnection:
         return f"not authorised to {permission} {destination!r}"
 
     def _refuse(self, link: Link, name: str, description: str) -> None:
+        """Refuse an attach: answered with a null terminus, then a detach carrying the error (2.6.3)."""
+        terminus.refuse(link.source if link.is_sender else link.target)
         link.open()
         link.condition = Condition(name, description)
         link.close()
@@ -592,6 +598,9 @@ class AmqpConnection:
             link.target.copy(remote)
             link.source.copy(link.remote_source)
             link.max_message_size = self.max_message_size
+            if remote.dynamic:  # a temporary queue or topic (the AMQP JMS mapping), deleted with the connection
+                destination = self._temporary(caps)
+                link.target.address = destination
             state = _InLink(link, impl, destination, caps)
         self._links[impl] = self._in_links[impl] = state
         self._links_changed()
@@ -599,13 +608,21 @@ class AmqpConnection:
         self._grant(state, self.receive_window)
         state.visible = state.granted
 
+    def _temporary(self, caps: frozenset[str]) -> str:
+        address = terminus.temporary_address(self.conn_id, next(self._sub_ids), caps)
+        self._temporaries.append(address)
+        return address
+
     def _attach_out(self, link: Link) -> None:
         remote = link.remote_source
         caps = _capabilities(remote)
+        if terminus.names_no_node(remote):
+            self._reattach(link)
+            return
         if remote.dynamic:
-            address = f"/queue/ackspec.dynamic.{self.conn_id}.{next(self._sub_ids)}"
-            link.source.address = address
-            destination = address
+            link.source.copy(remote)
+            destination = self._temporary(caps)
+            link.source.address = destination
         else:
             found = core_destination(remote.address, caps)
             if found is None:
@@ -613,13 +630,39 @@ class AmqpConnection:
                 return
             destination = found
             link.source.copy(remote)
+        try:
+            selector, no_local = _filters(remote, link.source)
+        except SelectorError as exc:
+            self.core.tracer.trace("JMS-3.8-INVALID-SELECTOR-REFUSED", destination)
+            self._refuse(link, ERR_INVALID_FIELD, f"invalid {exc}")  # "invalid selector: <what> at position N"
+            return
+        browse = terminus.is_browser(remote, destination)
+        self._answer_out(link, destination, None if browse else self._durable_key(link, destination), selector,
+                         no_local, browse=browse)
+
+    def _reattach(self, link: Link) -> None:
+        """A receiver link with no source node: the AMQP JMS mapping's reattach to the durable subscription
+        the link's name names (how Qpid JMS unsubscribes: it then closes the link). Answered with the
+        subscription's source, or refused with a null one when there is no such subscription."""
+        key = (self.connection.remote_container or "", terminus.subscription_name(link.name))
+        found = self.core.durable_subscription(key)
+        if found is None:
+            self._refuse(link, ERR_NOT_FOUND, f"no durable subscription {key[1]!r} of client {key[0]!r}")
+            return
+        topic, selector_text, no_local = found
+        terminus.describe_durable(link.source, topic, selector_text, no_local)
+        self._answer_out(link, topic, key, parse_selector(selector_text), no_local)
+
+    def _answer_out(self, link: Link, destination: str, durable: DurableKey | None, selector: Selector | None,
+                    no_local: bool, *, browse: bool = False) -> None:
+        """Answer the attach of a link we send on: its subscription in the core (a browser's when
+        ``browse``), its settle modes as the client asked."""
         link.target.copy(link.remote_target)
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
         ack = AckMode.AUTO if link.remote_snd_settle_mode == Link.SND_SETTLED else AckMode.CLIENT_INDIVIDUAL
         sub = f"{link.name}#{next(self._sub_ids)}"
-        durable = self._durable_key(link, destination)
-        refusal = None if remote.dynamic else self._unauthorised("read", destination)
+        refusal = None if destination in self._temporaries else self._unauthorised("read", destination)
         if refusal is None and durable is not None:
             refusal = self._unauthorised("admin", destination)
         if refusal is not None:
@@ -629,14 +672,11 @@ class AmqpConnection:
             self.auth.durable_held(durable[0], self.user)
         out = _OutLink(link=link, impl=link._impl, sub=sub, ack=ack, durable=durable)
         try:
-            selector, no_local = _filters(remote, link.source)
-        except SelectorError as exc:
-            self.core.tracer.trace("JMS-3.8-INVALID-SELECTOR-REFUSED", destination)
-            self._refuse(link, ERR_INVALID_FIELD, f"invalid {exc}")  # "invalid selector: <what> at position N"
-            return
-        try:
-            effects = self.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0, durable=durable,
-                                          selector=selector, no_local=no_local)
+            if browse:
+                effects = self.core.browse(self.conn_id, sub, destination, ack=ack, selector=selector)
+            else:
+                effects = self.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0, durable=durable,
+                                              selector=selector, no_local=no_local)
         except CoreError as exc:
             self._refuse(link, ERR_INVALID_FIELD, exc.message)
             return
@@ -878,6 +918,11 @@ class AmqpConnection:
             return
         if state.destination is None and self.auth.acl is not None and self._relay_refused(dlv, destination):
             return
+        if incoming.typed is not None:  # kept with its types: published on its own
+            self._flush_batches()
+            self._open_in.add(dlv)
+            self._publish_one(dlv, incoming, destination, None)
+            return
         if destination != self._publish_to or self._accepts:
             self._flush_batches()
             self._publish_to = destination
@@ -990,6 +1035,10 @@ class AmqpConnection:
             return
         if state.destination is None and self.auth.acl is not None and self._relay_refused(dlv, destination):
             return
+        self._publish_one(dlv, incoming, destination, tx)
+
+    def _publish_one(self, dlv: Ptr, incoming: Incoming, destination: str, tx: str | None) -> None:
+        """One transfer handed to the core on its own (off the batched path), answered when confirmed."""
         settled = bool(_delivery_settled(dlv))
         faults = self.core.faults
         if faults is not None and faults.active and self._rejected_by_fault(dlv, settled, destination, tx):
@@ -997,7 +1046,7 @@ class AmqpConnection:
         confirm = None if settled else _Token("transfer", dlv, tx is not None)
         try:
             effects = self.core.publish(self.conn_id, destination, incoming.body, incoming.headers,
-                                        persistent=incoming.durable, tx=tx, confirm=confirm)
+                                        persistent=incoming.durable, tx=tx, confirm=confirm, typed=incoming.typed)
         except CoreError as exc:
             self._answer(dlv, REJECTED, condition=Condition(ERR_INVALID_FIELD, exc.message))
             return
@@ -1180,6 +1229,10 @@ class AmqpConnection:
             self._accepts.append(delivery_id)
             return
         self._flush_batches()
+        if settlement is not ACCEPT and (self.connection.state | out.link.state) & Endpoint.REMOTE_CLOSED:
+            # the client ends the link (or connection) right after: what goes back must not be sent again
+            # on it, to fail a second time when the end is read (JMS: one failed delivery per close)
+            self.core.halt(self.conn_id, out.sub)
         if tx is None and _delivery_settled(dlv):
             # the client settled already: it waits for nothing from us, so settle now (once the core
             # has the outcome; nobody needs to hear when it is applied or journalled)

@@ -5,16 +5,24 @@ The core stores a message as body bytes, a flat tuple of string headers and a
 place that converts AMQP messages to and from that shape, so a message sent over
 STOMP reads the same over AMQP and back (docs/amqp-mapping.md is the prose
 version of these functions).
+
+An AMQP message that carries more than that shape holds (typed properties, an amqp-value or
+amqp-sequence body, message annotations, a message id, priority, ttl, times: anything the plain reader
+of :mod:`.sections` declines) also keeps its typed side (:class:`~ackspec.reference.broker.typed.Typed`):
+its sections as sent, delivered unchanged to AMQP receivers, and the fields the core decides on.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 from proton import Message, symbol
 
 from ackspec.reference.amqp.sections import _TO_TAILS, Incoming, Unhandled, read_message, write_bare
 from ackspec.reference.broker import Message as CoreMessage
+from ackspec.reference.broker.typed import PropertyValue, Typed
 
 QUEUE = "/queue/"
 TOPIC = "/topic/"
@@ -57,7 +65,8 @@ def core_destination(address: str | None, capabilities: frozenset[str] = frozens
 
 
 def to_core(msg: Message) -> tuple[bytes, tuple[tuple[str, str], ...], bool]:
-    """An AMQP message as (body, headers, persistent) for :meth:`BrokerCore.publish`."""
+    """An AMQP message as (body, headers, persistent) for :meth:`BrokerCore.publish`: what a STOMP
+    consumer gets of it (typed values as text)."""
     headers: list[tuple[str, str]] = []
     for attr, name in PROPERTY_HEADERS:
         value = getattr(msg, attr)
@@ -85,7 +94,53 @@ def read_incoming(payload: bytes) -> Incoming:
     msg = Message()
     msg.decode(payload)
     body, headers, persistent = to_core(msg)
-    return Incoming(body, headers, persistent, msg.address)
+    typed = typed_of(msg, now_ms=int(time.time() * 1000))
+    return Incoming(body, (*headers, *_jms_headers(typed)), persistent, msg.address, typed)
+
+
+def typed_of(msg: Message, *, now_ms: int) -> Typed:
+    """The typed side of a decoded message; a ttl without an absolute expiry expires ``ttl`` after
+    ``now_ms`` (its arrival). Leaves ``msg`` with its header fields cleared."""
+    ttl = round((msg.ttl or 0) * 1000)
+    expiry = round((msg.expiry_time or 0) * 1000) or (now_ms + ttl if ttl else 0)
+    sent: dict[Any, Any] = dict(msg.properties or {})
+    properties = tuple((str(k), _typed_value(v)) for k, v in sent.items())
+    priority = int(msg.priority) if msg.priority is not None else 4
+    created = round((msg.creation_time or 0) * 1000)
+    sender_id = "" if msg.id is None else str(msg.id)
+    msg.durable = False
+    msg.priority = 4
+    msg.ttl = 0
+    msg.first_acquirer = False
+    msg.delivery_count = 0
+    msg.instructions = None  # delivery-annotations are for one hop only (3.2.2)
+    encoded = bytes(msg.encode())
+    bare = encoded[len(_EMPTY_HEADER):] if encoded.startswith(_EMPTY_HEADER) else encoded
+    return Typed(bare, properties, priority, ttl, expiry, created, sender_id)
+
+
+def _typed_value(value: Any) -> PropertyValue:
+    """A property value as a JMS selector types it (every integer a long, floats doubles); NULL for
+    what a JMS property cannot be (binary, lists, maps, uuids...)."""
+    if isinstance(value, bool | str):
+        return str(value) if isinstance(value, str) else value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return None
+
+
+def _jms_headers(typed: Typed) -> tuple[tuple[str, str], ...]:
+    """The JMS header fields a typed message carries, as the STOMP headers ActiveMQ gives them."""
+    out: list[tuple[str, str]] = []
+    if typed.priority != 4:
+        out.append(("priority", str(typed.priority)))
+    if typed.expiry:
+        out.append(("expires", str(typed.expiry)))
+    if typed.created:
+        out.append(("timestamp", str(typed.created)))
+    return tuple(out)
 
 
 def annotation_headers(annotations: dict[Any, Any] | None) -> tuple[tuple[str, str], ...]:
@@ -94,14 +149,34 @@ def annotation_headers(annotations: dict[Any, Any] | None) -> tuple[tuple[str, s
 
 
 def body_bytes(body: Any) -> bytes:
-    """Data sections are the bytes; an amqp-value string is its UTF-8; anything else its text."""
+    """The body as STOMP carries it: data sections are the bytes; an amqp-value string is its UTF-8;
+    a map or list (a JMS MapMessage or StreamMessage) its JSON text; anything else its text."""
     if body is None:
         return b""
     if isinstance(body, bytes | bytearray | memoryview):
         return bytes(body)
     if isinstance(body, str):
         return body.encode("utf-8")
+    if isinstance(body, dict | list | tuple):
+        return json.dumps(_plain_json(body), separators=(",", ":")).encode("utf-8")
     return str(body).encode("utf-8")
+
+
+def _plain_json(value: Any) -> Any:
+    """A decoded AMQP value as JSON can hold it (proton's typed numbers as numbers, binary as text)."""
+    if isinstance(value, dict):
+        return {str(k): _plain_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain_json(v) for v in value]
+    if isinstance(value, bool | str) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
 
 
 def _text(value: Any) -> str:
@@ -121,8 +196,11 @@ def from_core(message: CoreMessage, *, delivery_count: int, redelivered: bool) -
 
     ``delivery_count`` is the core's count of earlier failed deliveries, which is
     exactly AMQP's header ``delivery-count``; ``first-acquirer`` is false on any
-    redelivery. The body always travels as one Data section.
+    redelivery. A message that arrived over AMQP is the one sent (its typed side) with the headers
+    the broker added since; any other body travels as one Data section.
     """
+    if message.typed is not None:
+        return _typed_message(message, message.typed, delivery_count=delivery_count, redelivered=redelivered)
     msg = Message()
     msg.inferred = True
     msg.body = message.body
@@ -140,11 +218,47 @@ def from_core(message: CoreMessage, *, delivery_count: int, redelivered: bool) -
         elif name.startswith(ANNOTATION_PREFIX):
             annotations[symbol(name[len(ANNOTATION_PREFIX):])] = value
         else:
-            props[name] = value
+            props[JMS_NAMES.get(name, name)] = value
     msg.properties = props  # type: ignore[assignment]  # proton's stub says None
     if annotations:
         msg.annotations = annotations
     return msg
+
+
+JMS_NAMES = {"original-destination": "originalDestination", "dead-letter-reason": "deadLetterReason"}
+"""Core headers whose names are not JMS identifiers (JMS 3.5.1), as the application properties an AMQP
+receiver gets: a JMS client cannot read a property named ``original-destination``."""
+
+
+def _typed_message(message: CoreMessage, typed: Typed, *, delivery_count: int, redelivered: bool) -> Message:
+    """The message as it was sent, with this delivery's header and what the broker added since (its
+    id, when the sender gave none; a dead letter's headers; a ``modified`` outcome's annotations)."""
+    msg = Message()
+    msg.decode(typed.amqp)
+    _set_header(msg, message, typed, delivery_count=delivery_count, redelivered=redelivered)
+    if msg.id is None:
+        msg.id = message.message_id
+    if typed.added:
+        props: dict[Any, Any] = dict(msg.properties or {})
+        annotations: dict[Any, Any] = dict(msg.annotations or {})
+        for name, value in typed.added:
+            if name.startswith(ANNOTATION_PREFIX):
+                annotations[symbol(name[len(ANNOTATION_PREFIX):])] = value
+            else:
+                props[JMS_NAMES.get(name, name)] = value
+        msg.properties = props  # type: ignore[assignment]  # proton's stub says None
+        if annotations:
+            msg.annotations = annotations
+    return msg
+
+
+def _set_header(msg: Message, message: CoreMessage, typed: Typed, *, delivery_count: int,
+                redelivered: bool) -> None:
+    msg.durable = message.persistent
+    msg.priority = typed.priority
+    msg.ttl = min(typed.ttl, 0xFFFFFFFF) / 1000
+    msg.first_acquirer = not redelivered
+    msg.delivery_count = delivery_count
 
 
 _BY_HEADER = {name: attr for attr, name in PROPERTY_HEADERS}
@@ -164,7 +278,7 @@ def _bare(message: CoreMessage) -> bytes:
         elif name.startswith(ANNOTATION_PREFIX):
             break
         else:
-            props[name] = value
+            props[JMS_NAMES.get(name, name)] = value
     else:
         return write_bare(message.message_id, message.destination, message.body, mapped, props.items())
     msg = from_core(message, delivery_count=0, redelivered=True)
@@ -181,9 +295,22 @@ def _uint(value: int) -> bytes:
     return b"\x70" + value.to_bytes(4, "big")
 
 
+def _typed_delivery(message: CoreMessage, typed: Typed, *, delivery_count: int, redelivered: bool) -> bytes:
+    """A message that arrived over AMQP: this delivery's header section + its sections as sent, or,
+    when the broker added to it, what :func:`from_core` builds."""
+    if typed.added or not typed.sender_id:
+        return bytes(from_core(message, delivery_count=delivery_count, redelivered=redelivered).encode())
+    ttl = b"\x40" if not typed.ttl else b"\x70" + min(typed.ttl, 0xFFFFFFFF).to_bytes(4, "big")
+    fields = ((b"\x41" if message.persistent else b"\x42") + b"\x50" + bytes((typed.priority & 0xFF,)) + ttl
+              + (b"\x42" if redelivered else b"\x41") + _uint(delivery_count))
+    return b"\x00\x53\x70\xc0" + bytes([len(fields) + 1, 5]) + fields + typed.amqp
+
+
 def encode_delivery(message: CoreMessage, *, delivery_count: int, redelivered: bool) -> bytes:
     """Exactly what ``from_core(...).encode()`` carries, without building a proton Message per delivery:
     a header section (durable, first-acquirer, delivery-count) + the rest, all written by hand."""
+    if message.typed is not None:
+        return _typed_delivery(message, message.typed, delivery_count=delivery_count, redelivered=redelivered)
     if not delivery_count and not redelivered:  # a first delivery: one of two headers
         header = _FIRST_DURABLE if message.persistent else _FIRST
         if not message.headers:  # the usual message: no property to sort out

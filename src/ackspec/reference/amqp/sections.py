@@ -6,10 +6,12 @@ broker needs far less than a whole message: from an incoming transfer the body, 
 flag, the ``to`` address and a few properties as text (what :func:`.mapping.to_core` keeps); for
 an outgoing delivery the same few fields written back. Both directions here do only that.
 
-They are shortcuts, never a second opinion: whatever they do not handle exactly as proton
-would (a described value in the properties, a non-string correlation-id, an ``amqp-sequence``
-body, sections out of order, anything malformed) raises :class:`Unhandled`, and the caller
-falls back to proton's ``Message`` for that one message. Tests check both directions
+They are shortcuts, never a second opinion: whatever a core message's strings cannot hold
+exactly (message annotations, a message id or any other typed property field, priority or ttl, a
+non-string application property, an ``amqp-value`` other than binary, an ``amqp-sequence``) or
+they do not handle exactly as proton would (sections out of order, anything malformed) raises
+:class:`Unhandled`, and the caller falls back to proton's ``Message`` for that one message, which
+keeps it with its types (:func:`.mapping.read_incoming`). Tests check both directions
 against proton on generated messages (tests/amqp/test_sections.py).
 
 AMQP 1.0 part 3 (message format) and part 1 (type encodings) are the references: a section is
@@ -19,8 +21,9 @@ a described value ``0x00 0x53 <code>`` followed by its value.
 from __future__ import annotations
 
 import struct
-import uuid
 from collections.abc import Iterable
+
+from ackspec.reference.broker.typed import Typed
 
 HEADER = 0x70
 DELIVERY_ANNOTATIONS = 0x71
@@ -63,13 +66,15 @@ class Unhandled(Exception):  # a signal to fall back, not an error of the peer
 class Incoming:
     """What the broker keeps of an incoming message (see :func:`.mapping.to_core`)."""
 
-    __slots__ = ("body", "durable", "headers", "to")
+    __slots__ = ("body", "durable", "headers", "to", "typed")
 
-    def __init__(self, body: bytes, headers: tuple[tuple[str, str], ...], durable: bool, to: str | None) -> None:
+    def __init__(self, body: bytes, headers: tuple[tuple[str, str], ...], durable: bool, to: str | None,
+                 typed: Typed | None = None) -> None:
         self.body = body
         self.headers = headers
         self.durable = durable
         self.to = to
+        self.typed = typed
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -157,56 +162,6 @@ def _string(b: bytes, pos: int, end: int, *, symbols: bool) -> tuple[str | None,
     return _text_bytes(b[start:stop], code), stop
 
 
-def _as_text(b: bytes, pos: int, end: int) -> tuple[str, int]:
-    """A simple value as :func:`.mapping._text` prints what proton decodes for it."""
-    code = b[pos] if pos < end else -1
-    if code == 0x40:
-        return "None", pos + 1
-    if code == 0x41:
-        return "true", pos + 1
-    if code == 0x42:
-        return "false", pos + 1
-    if code in (0x43, 0x44):
-        return "0", pos + 1
-    if code == 0x56 and pos + 2 <= end:
-        return ("true" if b[pos + 1] else "false"), pos + 2
-    if code in (0x50, 0x52, 0x53) and pos + 2 <= end:
-        return str(b[pos + 1]), pos + 2
-    if code in (0x51, 0x54, 0x55) and pos + 2 <= end:
-        value = b[pos + 1]
-        return str(value - 256 if value > 127 else value), pos + 2
-    if code in (0xA0, 0xB0, 0xA1, 0xB1, 0xA3, 0xB3):
-        stop = _skip(b, pos, end)
-        start = pos + (2 if code < 0xB0 else 5)
-        if code in (0xA0, 0xB0):
-            return b[start:stop].decode("utf-8", "replace"), stop
-        return _text_bytes(b[start:stop], code), stop
-    width = _FIXED.get(code)
-    if width is None or pos + 1 + width > end:
-        raise Unhandled(f"value 0x{code:02x}")
-    at = pos + 1
-    stop = at + width
-    if code == 0x60:
-        return str(_U16.unpack_from(b, at)[0]), stop
-    if code == 0x61:
-        return str(_I16.unpack_from(b, at)[0]), stop
-    if code == 0x70:
-        return str(_U32.unpack_from(b, at)[0]), stop
-    if code == 0x71:
-        return str(_I32.unpack_from(b, at)[0]), stop
-    if code == 0x80:
-        return str(_U64.unpack_from(b, at)[0]), stop
-    if code in (0x81, 0x83):  # long, timestamp (proton: an int subclass)
-        return str(_I64.unpack_from(b, at)[0]), stop
-    if code == 0x72:
-        return str(float(_F32.unpack_from(b, at)[0])), stop
-    if code == 0x82:
-        return str(float(_F64.unpack_from(b, at)[0])), stop
-    if code == 0x98:
-        return str(uuid.UUID(bytes=b[at:stop])), stop
-    raise Unhandled(f"value 0x{code:02x}")  # char, decimals
-
-
 def _header_durable(b: bytes, pos: int, end: int) -> tuple[bool, int]:
     code = b[pos] if pos < end else -1
     if code == 0x45:
@@ -224,7 +179,9 @@ def _header_durable(b: bytes, pos: int, end: int) -> tuple[bool, int]:
         elif flag not in (0x40, 0x42):
             raise Unhandled("durable is not a boolean")
     at = first
-    for _ in range(count):
+    for index in range(count):
+        if index in (1, 2) and at < stop and b[at] != 0x40:
+            raise Unhandled("header with priority or ttl")
         at = _skip(b, at, stop)
     if at != stop:
         raise Unhandled("header size mismatch")
@@ -300,15 +257,14 @@ def read_message(b: bytes) -> Incoming:
         elif code == APPLICATION_PROPERTIES:
             pos = _application_properties(b, pos, end, props)
         elif code == AMQP_VALUE:
-            if kind == 0x40:
-                body, pos = b"", pos + 1
-            elif kind in (0xA0, 0xB0, 0xA1, 0xB1):
-                stop = _skip(b, pos, end)
-                body = b[pos + (2 if kind < 0xB0 else 5):stop]
-                pos = stop
-            else:
-                raise Unhandled("amqp-value is not binary or a string")
-        elif code in (DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, FOOTER):
+            if kind not in (0xA0, 0xB0):
+                raise Unhandled("amqp-value is not binary")  # a JMS TextMessage, MapMessage...: typed
+            stop = _skip(b, pos, end)
+            body = b[pos + (2 if kind < 0xB0 else 5):stop]
+            pos = stop
+        elif code == MESSAGE_ANNOTATIONS:
+            raise Unhandled("message annotations")  # the JMS message type among them: typed
+        elif code in (DELIVERY_ANNOTATIONS, FOOTER):
             pos = _skip(b, pos, end)
         else:
             raise Unhandled(f"section 0x{code:02x}")
@@ -336,8 +292,10 @@ def _properties(b: bytes, pos: int, end: int, mapped: dict[str, str]) -> tuple[s
             value, at = _string(b, at, stop, symbols=index == 6)
             if value is not None and not (index == 6 and value in ("", "None")):
                 mapped[_PROPERTY_FIELDS[index]] = value
+        elif at < stop and b[at] != 0x40:
+            raise Unhandled("a typed property field (message-id, user-id, times, group)")
         else:
-            at = _skip(b, at, stop)
+            at += 1
     if at != stop:
         raise Unhandled("properties size mismatch")
     return to, stop
@@ -352,7 +310,10 @@ def _application_properties(b: bytes, pos: int, end: int, props: dict[str, str])
         key, at = _string(b, at, stop, symbols=True)
         if key is None:
             raise Unhandled("null property key")
-        props[key], at = _as_text(b, at, stop)
+        value, at = _string(b, at, stop, symbols=False)
+        if value is None:
+            raise Unhandled("a null property")
+        props[key] = value
     if at != stop:
         raise Unhandled("application-properties size mismatch")
     return stop

@@ -12,10 +12,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import secrets
+import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ackspec.reference.broker.effects import Close, Confirm, Deliver, Drained, Effect, JournalAppend, Reject
 from ackspec.reference.broker.model import (
@@ -43,6 +44,7 @@ from ackspec.reference.broker.records import (
 )
 from ackspec.reference.broker.selector import Selector, parse_selector
 from ackspec.reference.broker.trace import NULL_TRACER, Tracer
+from ackspec.reference.broker.typed import Typed
 
 if TYPE_CHECKING:
     from ackspec.reference.faults import FaultInjector
@@ -75,9 +77,12 @@ class _Entry:
 
     ``_Entry.live_bytes`` counts the bodies (plus :data:`ENTRY_OVERHEAD`) of every entry alive in this
     process, however it leaves (acknowledged, dead-lettered, its queue deleted): the producer flow control
-    of the hosts reads it (:func:`stored_bytes`) without the core tracking every way out."""
+    of the hosts reads it (:func:`stored_bytes`) without the core tracking every way out.
 
-    __slots__ = ("delivery_count", "excluded", "msg", "pos", "redelivered", "size")
+    ``rank`` orders the heap of messages that go first (:attr:`_Queue.returned`): an expedited message
+    (JMS priority 5-9) has minus its priority, any other 0; then the original position."""
+
+    __slots__ = ("delivery_count", "excluded", "msg", "pos", "rank", "redelivered", "size")
     live_bytes = 0
 
     def __init__(self, msg: Message, pos: int, delivery_count: int = 0, redelivered: bool = False) -> None:
@@ -86,6 +91,8 @@ class _Entry:
         self.delivery_count = delivery_count
         self.redelivered = redelivered
         self.excluded: set[tuple[ConnId, str]] | None = None
+        typed = msg.typed
+        self.rank = -typed.priority if typed is not None and typed.expedited else 0
         try:
             self.size = len(msg.body) + ENTRY_OVERHEAD
         except TypeError:  # a body without a length: count the overhead only
@@ -96,6 +103,8 @@ class _Entry:
         _Entry.live_bytes -= self.size
 
     def __lt__(self, other: _Entry) -> bool:
+        if self.rank != other.rank:
+            return self.rank < other.rank
         return self.pos < other.pos
 
 
@@ -146,6 +155,13 @@ class _Queue:
     def give_back(self, entry: _Entry) -> None:
         heapq.heappush(self.returned, entry)
 
+    def enqueue(self, entry: _Entry) -> None:
+        """A new message: at the tail, or, expedited (JMS 3.4.10), among those that go first by priority."""
+        if entry.rank:
+            heapq.heappush(self.returned, entry)
+        else:
+            self.ready.append(entry)
+
     def messages(self) -> list[_Entry]:
         return sorted([*self.returned, *self.ready, *self.parked])
 
@@ -168,6 +184,7 @@ class _Sub:
     in_tx: set[int] = field(default_factory=set)  # deliveries settled inside an open transaction
     aliases: set[int] = field(default_factory=set)  # mutant duplicate deliveries
     selector: Selector | None = None  # on a queue: the messages it does not match are left for others
+    browsing: deque[_Entry] | None = None  # a browser: the copies still to show (see BrokerCore.browse)
 
     @property
     def key(self) -> tuple[ConnId, str]:
@@ -193,6 +210,17 @@ class _Conn:
     writable: bool = True
 
 
+DEAD_LETTER_HEADERS: Final = ("original-destination", "dead-letter-reason")
+"""The headers a dead letter gets: where it was, and why it was dead-lettered."""
+
+
+def dead_letter_of(msg: Message, dlq: str, reason: str) -> Message:
+    """``msg`` moved to ``dlq`` with :data:`DEAD_LETTER_HEADERS` in front of its own headers."""
+    extra = ((DEAD_LETTER_HEADERS[0], msg.destination), (DEAD_LETTER_HEADERS[1], reason))
+    typed = msg.typed.with_added(extra) if msg.typed is not None else None
+    return msg._replace(destination=dlq, headers=(*extra, *msg.headers), typed=typed)
+
+
 class BrokerCore:
     """Protocol-neutral broker state machine. See the package docstring for the API."""
 
@@ -203,8 +231,12 @@ class BrokerCore:
         tracer: Tracer | None = None,
         faults: FaultInjector | None = None,
         boot_id: str | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """``clock``: the time in seconds since the epoch, read only to tell whether a message with an
+        expiry time has expired (a message without one never reads it)."""
         self.config = config or CoreConfig()
+        self.clock = clock
         self.tracer = tracer or NULL_TRACER
         self.faults = faults
         self.boot_id = boot_id or secrets.token_hex(4)
@@ -384,6 +416,26 @@ class BrokerCore:
         self._remove_durable_queue(key, q, out)
         return out
 
+    def durable_subscription(self, key: DurableKey) -> tuple[str, str, bool] | None:
+        """(topic, selector text, noLocal) of durable subscription ``key``, or None: what a client that
+        reattaches to it by name only (the AMQP JMS mapping's unsubscribe) is told it is."""
+        q = self._durables.get(key)
+        if q is None:
+            return None
+        return q.name, q.selector.text if q.selector is not None else "", q.no_local_client is not None
+
+    def delete_queue(self, destination: str) -> list[Effect]:
+        """Delete a queue and the messages it holds (a temporary queue whose connection ended)."""
+        q = self._queues.pop(destination, None)
+        out: list[Effect] = []
+        if q is None:
+            return out
+        for entry in q.messages():
+            self._remove(entry, out, None)
+        for s in list(q.consumers):
+            self._drop_sub(s, out, [])
+        return out
+
     def _remove_durable_queue(self, key: DurableKey, q: _Queue, out: list[Effect]) -> None:
         """Forget the subscription and its copies; one journal record drops them all on replay."""
         out.append(JournalAppend(DurableRemoved(key[0], key[1])))
@@ -408,12 +460,47 @@ class BrokerCore:
         self._free_if_unused(s.queue)
         return out
 
+    def browse(self, conn: ConnId, sub: str, destination: str, *, ack: AckMode = AckMode.AUTO,
+               selector: Selector | None = None) -> list[Effect]:
+        """A queue browser (JMS QueueBrowser, AMQP ``distribution-mode copy``): the messages the queue holds
+        now, in the order it would deliver them, handed out as AMQP credit allows (see :meth:`add_credit`)
+        and left in the queue; settling a browsed copy (``ack`` not AUTO) changes nothing."""
+        c = self._conn(conn)
+        if sub in c.subs:
+            raise CoreError(f"subscription id {sub!r} already in use on this connection", "STOMP-SUBSCRIBE-ID-UNIQUE")
+        q = self._queue(destination)
+        shown = deque(e for e in q.messages() if selector is None or selector.matches(e.msg))
+        c.subs[sub] = _Sub(c, sub, destination, q, ack, None, 0, selector=selector, browsing=shown)
+        return []
+
+    def _show(self, s: _Sub, shown: deque[_Entry], out: list[Effect]) -> None:
+        """Hand a browser copies of what it may still see, as far as its credit goes."""
+        while shown and s.credit:
+            entry = shown.popleft()
+            if entry.msg.typed is not None and entry.msg.typed.expired(int(self.clock() * 1000)):
+                continue
+            did = next(self._delivery_ids)
+            s.credit -= 1
+            out.append(Deliver(s.conn.conn_id, s.sub_id, did, entry.msg, entry.redelivered, entry.delivery_count))
+            if s.ack_mode is not AckMode.AUTO:
+                s.conn.deliveries[did] = s  # settled by the client, to no effect
+
+    def halt(self, conn: ConnId, sub: str) -> None:
+        """The consumer is going away (its AMQP link or connection was closed by the client, and the rest of
+        what the client sent is still being read): no more deliveries to it, whatever credit it had."""
+        s = self._sub(conn, sub)
+        if s.credit is not None:
+            s.credit = 0
+
     def add_credit(self, conn: ConnId, sub: str, credit: int, *, drain: bool = False) -> list[Effect]:
         """AMQP flow: grant ``credit`` more deliveries; with ``drain`` use it up or give it back."""
         s = self._sub(conn, sub)
         s.credit = (s.credit or 0) + credit
         out: list[Effect] = []
-        self._dispatch(s.queue, out)
+        if s.browsing is not None:
+            self._show(s, s.browsing, out)
+        else:
+            self._dispatch(s.queue, out)
         if drain and s.credit:
             out.append(Drained(conn, sub, s.credit))
             s.credit = 0
@@ -430,10 +517,12 @@ class BrokerCore:
         persistent: bool = False,
         tx: str | None = None,
         confirm: object = None,
+        typed: Typed | None = None,
     ) -> list[Effect]:
         """Publish a message. ``confirm`` (a receipt id, a delivery tag) is echoed in a
         :class:`Confirm` once the message is accepted (and durable, when persistent and
-        ``sync_non_transactional``) or in a :class:`Reject`."""
+        ``sync_non_transactional``) or in a :class:`Reject`. ``typed``: what an AMQP message carries
+        beyond body and string headers (:mod:`.typed`)."""
         c = self._conns.get(conn)
         if c is None:
             c = self._conn(conn)  # raises
@@ -450,7 +539,7 @@ class BrokerCore:
                     out.append(Reject(conn, confirm, f"queue {destination} is full"))
                 return out
         seq = next(self._seq)
-        msg = Message(f"{self.boot_id}-{seq}", destination, body, headers, persistent, conn, seq)
+        msg = Message(f"{self.boot_id}-{seq}", destination, body, headers, persistent, conn, seq, typed)
         faults = self.faults if self.faults is not None and self.faults.any_mutant else None
         if t is not None:
             if len(t.sends) + len(t.settles) >= self.config.max_transaction_size:
@@ -514,7 +603,7 @@ class BrokerCore:
                         out.append(Reject(conn, confirm, f"queue {destination} is full"))
                     continue
             seq = next_seq()
-            msg = new(Message, (f"{boot}-{seq}", destination, body, headers, persistent, conn, seq))
+            msg = new(Message, (f"{boot}-{seq}", destination, body, headers, persistent, conn, seq, None))
             journaled = False
             if persistent:
                 out.append(JournalAppend(Stored(msg)))
@@ -536,7 +625,7 @@ class BrokerCore:
                 out.append(JournalAppend(Stored(msg)))
                 self._journaled.add(msg.message_id)
                 journaled = True
-            q.ready.append(_Entry(msg, next(self._pos)))
+            q.enqueue(_Entry(msg, next(self._pos)))
             self._dispatch(q, out)
             return journaled
         journaled = False
@@ -545,7 +634,7 @@ class BrokerCore:
                 out.append(JournalAppend(record))
                 self._journaled.add(copy.message_id)
                 journaled = True
-            sq.ready.append(_Entry(copy, next(self._pos)))
+            sq.enqueue(_Entry(copy, next(self._pos)))
             self._dispatch(sq, out)
         return journaled
 
@@ -602,6 +691,10 @@ class BrokerCore:
         """
         c = self._conn(conn)
         s = c.deliveries.get(delivery_id)
+        if s is not None and s.browsing is not None:  # a browsed copy: the message stays where it is
+            del c.deliveries[delivery_id]
+            self.tracer.trace("AMQP-JMS-BROWSE-LEAVES-MESSAGES", s.destination)
+            return [Confirm(conn, confirm)] if confirm is not None else []
         if s is None or (delivery_id not in s.unacked and delivery_id not in s.aliases):
             raise CoreError(f"unknown delivery id {delivery_id} (not delivered, or already settled)",
                             "STOMP-ACK-UNKNOWN-ID-ERROR")
@@ -752,7 +845,8 @@ class BrokerCore:
         names = {name for name, _ in headers}
         msg = entry.msg
         merged = (*((n, v) for n, v in msg.headers if n not in names), *headers)
-        entry.msg = Message(msg.message_id, msg.destination, msg.body, merged, msg.persistent, msg.producer, msg.seq)
+        typed = msg.typed.with_added(headers) if msg.typed is not None else None
+        entry.msg = msg._replace(headers=merged, typed=typed)
         if msg.message_id in self._journaled:
             out.append(JournalAppend(Stored(entry.msg)))
             return True
@@ -784,14 +878,13 @@ class BrokerCore:
         dlq = self.config.dead_letter_queue
         if msg.destination == dlq:  # never loop: a rejected DLQ message is dropped
             return self._remove(entry, out, None)
-        extra = (("original-destination", msg.destination), ("dead-letter-reason", reason))
-        dead = Message(msg.message_id, dlq, msg.body, (*extra, *msg.headers), msg.persistent, msg.producer, msg.seq)
+        dead = dead_letter_of(msg, dlq, reason)
         journaled = False
         if msg.message_id in self._journaled:
             out.append(JournalAppend(DeadLettered(msg.message_id, dlq, reason)))
             journaled = True
         dq = self._queue(dlq)
-        dq.ready.append(_Entry(dead, next(self._pos), entry.delivery_count, True))
+        dq.enqueue(_Entry(dead, next(self._pos), entry.delivery_count, True))
         self._dispatch(dq, out)
         return journaled
 
@@ -839,11 +932,11 @@ class BrokerCore:
         for i, (sent_to, m) in enumerate(t.sends):
             if sent_to is not None:
                 q = self._queue(sent_to.name)  # the queue may have been freed meanwhile (_free_if_unused)
-                q.ready.append(_Entry(m, next(self._pos)))
+                q.enqueue(_Entry(m, next(self._pos)))
                 touched[id(q)] = q
                 continue
             for sq, copy, _record in topic_copies[i]:
-                sq.ready.append(_Entry(copy, next(self._pos)))
+                sq.enqueue(_Entry(copy, next(self._pos)))
                 touched[id(sq)] = sq
         for q in touched.values():
             self._dispatch(q, out)
@@ -957,6 +1050,8 @@ class BrokerCore:
                 heapq.heappop(returned)
             else:
                 ready.popleft()
+            if entry.msg.typed is not None and self._expired(entry, out):
+                continue
             if chosen is None and blocked:
                 passed.append(entry)  # only a blocked consumer wants it: the ones after it may go on
                 continue
@@ -999,6 +1094,8 @@ class BrokerCore:
                     prefetch is not None and len(unacked) >= prefetch):
                 return
             entry = heapq.heappop(returned) if returned else ready.popleft()
+            if entry.msg.typed is not None and self._expired(entry, out):
+                continue
             if (entry.excluded is not None and s.key in entry.excluded) or (
                     selector is not None and not selector.matches(entry.msg)):
                 q.parked.append(entry)  # undeliverable to the only consumer (or not matched by its selector)
@@ -1016,6 +1113,16 @@ class BrokerCore:
             else:
                 unacked[did] = entry
                 deliveries[did] = s
+
+    def _expired(self, entry: _Entry, out: list[Effect]) -> bool:
+        """Drop ``entry`` if its message has expired (never delivered after its expiry time: JMS 4.8,
+        AMQP 3.2.1 absolute-expiry-time / ttl); a persistent one is removed from the journal."""
+        typed = entry.msg.typed
+        if typed is None or not typed.expiry or not typed.expired(int(self.clock() * 1000)):
+            return False
+        self.tracer.trace("AMQP-JMS-EXPIRED-NOT-DELIVERED", entry.msg.destination)
+        self._remove(entry, out, None)
+        return True
 
     def _deliver(self, s: _Sub, entry: _Entry, out: list[Effect]) -> None:
         did = next(self._delivery_ids)
@@ -1078,6 +1185,9 @@ class BrokerCore:
                 touched.append(q)
         for d in s.aliases:
             c.deliveries.pop(d, None)
+        if s.browsing is not None:
+            for d in [d for d, owner in c.deliveries.items() if owner is s]:
+                del c.deliveries[d]
         s.unacked.clear()
         s.aliases.clear()
 
@@ -1105,9 +1215,7 @@ class BrokerCore:
                 m = live.pop(r.message_id, None)
                 owner.pop(r.message_id, None)  # a dead letter is an ordinary message of the DLQ
                 if m is not None:
-                    extra = (("original-destination", m.destination), ("dead-letter-reason", r.reason))
-                    live[m.message_id] = Message(m.message_id, r.dead_letter_queue, m.body,
-                                                 (*extra, *m.headers), m.persistent, m.producer, m.seq)
+                    live[m.message_id] = dead_letter_of(m, r.dead_letter_queue, r.reason)
             elif isinstance(r, DurableSubscribed):
                 durables[(r.client_id, r.name)] = r
             elif isinstance(r, DurableRemoved):
@@ -1132,7 +1240,7 @@ class BrokerCore:
             q = self._queue(m.destination) if kept_by is None else self._durables.get(kept_by)
             if q is None:
                 continue  # kept by a subscription that is gone (cannot happen with a whole journal)
-            q.ready.append(_Entry(m, next(self._pos), 1, True))
+            q.enqueue(_Entry(m, next(self._pos), 1, True))
             self._journaled.add(m.message_id)
             max_seq = max(max_seq, m.seq)
         self._seq = itertools.count(max_seq + 1)

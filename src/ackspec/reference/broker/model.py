@@ -12,6 +12,8 @@ import enum
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
+from ackspec.reference.broker.typed import Typed
+
 Headers = tuple[tuple[str, str], ...]
 ConnId = str
 """A connection, named by its host (e.g. ``"stomp-12"``, ``"amqp-3"``)."""
@@ -58,6 +60,9 @@ class Message(NamedTuple):
     producer: ConnId
     seq: int
     """Broker-wide publish order (used for per-producer order checks and journal replay)."""
+    typed: Typed | None = None
+    """What an AMQP message carries beyond body and string headers (typed properties, body kind, ids,
+    priority, expiry), kept unchanged; None for a STOMP message."""
 
 
 class Outcome(enum.Enum):

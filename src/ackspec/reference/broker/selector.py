@@ -12,12 +12,14 @@ for NULL, which is also the truth value UNKNOWN. Identifiers name:
   ``JMSPriority`` (the ``priority`` header as an integer, else 4, the JMS default), ``JMSTimestamp``
   (the ``timestamp`` header as an integer, else NULL), ``JMSCorrelationID`` (``correlation-id``) and
   ``JMSType`` (``type``); any other ``JMS...`` or ``JMSX...`` name is NULL;
-* otherwise the message header of that exact name (first occurrence), always as a **string**: the core
-  keeps every property as text, as STOMP does (ActiveMQ's STOMP connector makes headers String
-  properties too). A numeric comparison with such a property (``weight > 2500``) compares unlike types,
-  which 3.8.1 makes FALSE ("If the comparison of non-like type values is attempted, the value of the
-  operation is false"), as in ActiveMQ with its default settings; so it never matches, and neither does
-  the whole selector unless an ``OR`` or a ``NOT`` says otherwise.
+* otherwise, for a message that carries types (an AMQP message, :mod:`.typed`), the application property
+  of that name with its type (every integer type a long, float and double a double, booleans, strings);
+  for a STOMP message the header of that exact name (first occurrence), always as a **string** (ActiveMQ's
+  STOMP connector makes headers String properties too). For JMSPriority and JMSTimestamp a typed message
+  gives its priority and creation time. A numeric comparison with a string property (``weight > 2500``)
+  compares unlike types, which 3.8.1 makes FALSE ("If the comparison of non-like type values is
+  attempted, the value of the operation is false"), as in ActiveMQ with its default settings; so it
+  never matches, and neither does the whole selector unless an ``OR`` or a ``NOT`` says otherwise.
 
 Where 3.8.1 leaves room: ``<``, ``>``, ``<=``, ``>=`` and ``BETWEEN`` with a string or boolean literal
 or a condition as an operand is refused when parsed (3.8.1: string and boolean comparison is
@@ -552,19 +554,42 @@ def _header_long(headers: Headers, name: str, default: int | None) -> int | None
     return default
 
 
+def _property(m: Message, name: str) -> Value:
+    """A message property: typed when the message carries types (an AMQP message), else its header text."""
+    typed = m.typed
+    return _header(m.headers, name) if typed is None else typed.value_of(name)
+
+
+def _message_id(m: Message) -> Value:
+    typed = m.typed
+    return typed.sender_id if typed is not None and typed.sender_id else m.message_id
+
+
+def _priority(m: Message) -> Value:
+    typed = m.typed
+    return _header_long(m.headers, "priority", 4) if typed is None else typed.priority
+
+
+def _timestamp(m: Message) -> Value:
+    typed = m.typed
+    if typed is None:
+        return _header_long(m.headers, "timestamp", None)
+    return typed.created or None
+
+
 def _identifier(name: str) -> Eval:
-    if name == "JMSDeliveryMode":
-        return lambda m: "PERSISTENT" if m.persistent else "NON_PERSISTENT"
-    if name == "JMSMessageID":
-        return lambda m: m.message_id
-    if name == "JMSPriority":
-        return lambda m: _header_long(m.headers, "priority", 4)
-    if name == "JMSTimestamp":
-        return lambda m: _header_long(m.headers, "timestamp", None)
+    fields: dict[str, Eval] = {
+        "JMSDeliveryMode": lambda m: "PERSISTENT" if m.persistent else "NON_PERSISTENT",
+        "JMSMessageID": _message_id, "JMSPriority": _priority, "JMSTimestamp": _timestamp}
+    field_eval = fields.get(name)
+    if field_eval is not None:
+        return field_eval
     header = {"JMSCorrelationID": "correlation-id", "JMSType": "type"}.get(name, name)
     if header == name and name.startswith("JMS"):
         return lambda m: None
-    return lambda m: _header(m.headers, header)
+    if header != name:
+        return lambda m: _header(m.headers, header)
+    return lambda m: _property(m, name)
 
 
 def _compile(node: _Node, height: int) -> Eval:

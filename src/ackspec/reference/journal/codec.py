@@ -8,6 +8,12 @@ noLocal byte),
 strings and byte strings as u32 length + bytes, a message as id, destination, body, header count
 (u32) + name/value pairs, persistent (u8), producer, seq (u64); a copy as client id, name, message.
 A commit without copies keeps the ``C`` layout of older journals.
+
+A message with a typed side (:class:`~ackspec.reference.broker.typed.Typed`, an AMQP message) sets bit
+``0x02`` of its persistent byte and is followed, after its seq, by: the AMQP sections (bytes), priority
+(u8), ttl, expiry and creation time (u64 each), the sender's message id, the typed properties (u32 count,
+then name and a tagged value: ``N`` null, ``T``/``F`` boolean, ``I`` i64, ``D`` f64, ``S`` string) and
+the headers added since it arrived (u32 count + name/value pairs). Older journals never set the bit.
 """
 
 from __future__ import annotations
@@ -25,9 +31,14 @@ from ackspec.reference.broker.records import (
     Stored,
     StoredCopy,
 )
+from ackspec.reference.broker.typed import PropertyValue, Typed
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
+_I64 = struct.Struct(">q")
+_F64 = struct.Struct(">d")
+_TYPED = 0x02
+"""Bit of a message's persistent byte: a typed side follows the seq."""
 
 
 def _put_bytes(out: list[bytes], b: bytes) -> None:
@@ -47,9 +58,42 @@ def _put_message(out: list[bytes], m: Message) -> None:
     for name, value in m.headers:
         _put_str(out, name)
         _put_str(out, value)
-    out.append(b"\x01" if m.persistent else b"\x00")
+    out.append(bytes(((1 if m.persistent else 0) | (_TYPED if m.typed is not None else 0),)))
     _put_str(out, m.producer)
     out.append(_U64.pack(m.seq))
+    if m.typed is not None:
+        _put_typed(out, m.typed)
+
+
+def _put_typed(out: list[bytes], t: Typed) -> None:
+    _put_bytes(out, t.amqp)
+    out.append(bytes((t.priority & 0xFF,)))
+    out.append(_U64.pack(t.ttl))
+    out.append(_U64.pack(t.expiry))
+    out.append(_U64.pack(t.created))
+    _put_str(out, t.sender_id)
+    out.append(_U32.pack(len(t.properties)))
+    for name, value in t.properties:
+        _put_str(out, name)
+        _put_value(out, value)
+    out.append(_U32.pack(len(t.added)))
+    for name, text in t.added:
+        _put_str(out, name)
+        _put_str(out, text)
+
+
+def _put_value(out: list[bytes], value: PropertyValue) -> None:
+    if value is None:
+        out.append(b"N")
+    elif isinstance(value, bool):
+        out.append(b"T" if value else b"F")
+    elif isinstance(value, int):
+        out.append(b"I" + _I64.pack(value))
+    elif isinstance(value, float):
+        out.append(b"D" + _F64.pack(value))
+    else:
+        out.append(b"S")
+        _put_str(out, value)
 
 
 def _put_copy(out: list[bytes], copy: StoredCopy) -> None:
@@ -143,10 +187,38 @@ class _Reader:
         body = self.raw()
         n = self.u32()
         headers = tuple((self.str(), self.str()) for _ in range(n))
-        persistent = self.byte() == 1
+        flags = self.byte()
         producer = self.str()
         seq = self.u64()
-        return Message(mid, dest, body, headers, persistent, producer, seq)
+        typed = self.typed() if flags & _TYPED else None
+        return Message(mid, dest, body, headers, bool(flags & 1), producer, seq, typed)
+
+    def typed(self) -> Typed:
+        amqp = self.raw()
+        priority = self.byte()
+        ttl, expiry, created = self.u64(), self.u64(), self.u64()
+        sender_id = self.str()
+        properties = tuple((self.str(), self.value()) for _ in range(self.u32()))
+        added = tuple((self.str(), self.str()) for _ in range(self.u32()))
+        return Typed(amqp, properties, priority, ttl, expiry, created, sender_id, added)
+
+    def value(self) -> PropertyValue:
+        tag = self.byte()
+        if tag == ord("N"):
+            return None
+        if tag in (ord("T"), ord("F")):
+            return tag == ord("T")
+        if tag == ord("I"):
+            (n,) = _I64.unpack_from(self.data, self.pos)
+            self.pos += 8
+            return int(n)
+        if tag == ord("D"):
+            (x,) = _F64.unpack_from(self.data, self.pos)
+            self.pos += 8
+            return float(x)
+        if tag == ord("S"):
+            return self.str()
+        raise ValueError(f"unknown property tag {tag}")
 
 
 def decode_record(payload: bytes) -> Record:
