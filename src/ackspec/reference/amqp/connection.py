@@ -513,8 +513,8 @@ class AmqpConnection:
         if kind == Event.CONNECTION_REMOTE_OPEN:
             self.connection.container = CONTAINER_ID
             sole = SOLE_CONNECTION in (self.connection.remote_desired_capabilities or ())
-            if sole:
-                self.connection.offered_capabilities = [SOLE_CONNECTION]
+            # JMS 2.0 shared subscriptions are always offered (the AMQP JMS mapping's SHARED-SUBS)
+            self.connection.offered_capabilities = [SOLE_CONNECTION, SHARED_SUBS] if sole else [SHARED_SUBS]
             self.connection.open()
             if not self.opened:
                 refusal = self.auth.client_id_refusal(self.connection.remote_container, self.user)
@@ -637,8 +637,11 @@ class AmqpConnection:
             self._refuse(link, ERR_INVALID_FIELD, f"invalid {exc}")  # "invalid selector: <what> at position N"
             return
         browse = terminus.is_browser(remote, destination)
-        self._answer_out(link, destination, None if browse else self._durable_key(link, destination), selector,
-                         no_local, browse=browse)
+        shared = terminus.shared_key(link.name, caps, self.connection.remote_container or "", destination)
+        durable = None if browse else self._durable_key(link, destination)
+        if durable is not None and shared is not None:
+            durable = shared
+        self._answer_out(link, destination, durable, selector, no_local, browse=browse, shared=shared)
 
     def _reattach(self, link: Link) -> None:
         """A receiver link with no source node: the AMQP JMS mapping's reattach to the durable subscription
@@ -654,7 +657,7 @@ class AmqpConnection:
         self._answer_out(link, topic, key, parse_selector(selector_text), no_local)
 
     def _answer_out(self, link: Link, destination: str, durable: DurableKey | None, selector: Selector | None,
-                    no_local: bool, *, browse: bool = False) -> None:
+                    no_local: bool, *, browse: bool = False, shared: DurableKey | None = None) -> None:
         """Answer the attach of a link we send on: its subscription in the core (a browser's when
         ``browse``), its settle modes as the client asked."""
         link.target.copy(link.remote_target)
@@ -676,7 +679,7 @@ class AmqpConnection:
                 effects = self.core.browse(self.conn_id, sub, destination, ack=ack, selector=selector)
             else:
                 effects = self.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0, durable=durable,
-                                              selector=selector, no_local=no_local)
+                                              selector=selector, no_local=no_local, shared=shared)
         except CoreError as exc:
             self._refuse(link, ERR_INVALID_FIELD, exc.message)
             return
@@ -1402,6 +1405,7 @@ def _txn_of_transfer(dlv: Ptr) -> bytes:
 
 
 SOLE_CONNECTION: Final = symbol("sole-connection-for-container")
+SHARED_SUBS: Final = symbol("SHARED-SUBS")
 """The AMQP JMS mapping's connection capability: a client that set a client id asks to be the only
 connection of its container id (JMS 6.1.2); the reference broker offers and enforces it."""
 SELECTOR_DESCRIPTORS: Final = (symbol("apache.org:selector-filter:string"), ulong(0x0000468C00000004))

@@ -44,6 +44,16 @@ def subscription_name(link_name: str) -> str:
     return link_name
 
 
+def shared_key(link_name: str, capabilities: frozenset[str], container: str, destination: str) -> tuple[
+        str, str] | None:
+    """The (client id, name) of the JMS 2.0 shared subscription a link with source capability ``shared``
+    consumes, or None: Qpid JMS names the links of one shared subscription ``name``, ``name|2``...
+    (``name|global``... without a client id, capability ``global``: then the client id is ``""``)."""
+    if "shared" not in capabilities or not destination.startswith(TOPIC_PREFIX):
+        return None
+    return ("" if "global" in capabilities else container, link_name.split("|", 1)[0])
+
+
 def describe_durable(source: Terminus, topic: str, selector: str, no_local: bool) -> None:
     """Fill the answering source of a reattach with what the durable subscription is: its topic, durable
     and never expiring, with the filters it applies."""

@@ -118,7 +118,7 @@ class _Queue:
     """
 
     __slots__ = ("consumers", "durable", "name", "no_local", "no_local_client", "parked", "ready", "returned",
-                 "rr", "selector", "topic_copy")
+                 "rr", "selector", "shared", "topic_copy")
 
     def __init__(self, name: str, topic_copy: bool = False, durable: DurableKey | None = None,
                  selector: Selector | None = None) -> None:
@@ -138,6 +138,8 @@ class _Queue:
         self.no_local_client: str | None = None
         """A durable subscription made with noLocal: its client id; the messages of every connection with
         that client id never enter (JMS createDurableConsumer)."""
+        self.shared: DurableKey | None = None
+        """A JMS 2.0 shared subscription (durable or not): its (client id, name); its consumers share it."""
 
     def __len__(self) -> int:
         return len(self.ready) + len(self.returned) + len(self.parked)
@@ -244,6 +246,7 @@ class BrokerCore:
         self._queues: dict[str, _Queue] = {}
         self._topics: dict[str, list[_Queue]] = {}  # topic -> the subscription queues it copies to
         self._durables: dict[DurableKey, _Queue] = {}
+        self._shared: dict[DurableKey, _Queue] = {}  # nondurable shared subscriptions with a consumer
         self._seq = itertools.count(1)
         self._pos = itertools.count(1)
         self._delivery_ids = itertools.count(1)
@@ -322,6 +325,7 @@ class BrokerCore:
         durable: DurableKey | None = None,
         selector: Selector | None = None,
         no_local: bool = False,
+        shared: DurableKey | None = None,
     ) -> list[Effect]:
         """Attach a consumer.
 
@@ -336,7 +340,9 @@ class BrokerCore:
         on a nondurable topic subscription, the messages published by its own connection never reach it
         (JMS noLocal; no effect on a queue); on a durable one, those of every connection with the same
         client id (which is the durable key's); resuming with another noLocal replaces it, as another
-        selector does.
+        selector does. ``shared``: on a topic, the ``(client id, name)`` of a JMS 2.0 shared subscription
+        whose consumers share its messages (each goes to one of them); with ``durable`` (the same key) a
+        shared durable one, else it lives as long as it has a consumer.
         """
         c = self._conn(conn)
         if sub in c.subs:
@@ -348,7 +354,7 @@ class BrokerCore:
             if not topic:
                 raise CoreError(f"a durable subscription needs a topic, not {destination!r}")
             kept = self._durables.get(durable)
-            if kept is not None and kept.consumers:
+            if kept is not None and kept.consumers and (shared is None or kept.shared is None):
                 raise CoreError(f"durable subscription {durable[1]!r} of client {durable[0]!r} already has a consumer")
         if ack is not AckMode.AUTO and prefetch is None and credit is None:
             prefetch = self.config.default_prefetch
@@ -359,6 +365,9 @@ class BrokerCore:
         out: list[Effect] = []
         if durable is not None:
             q = self._durable_queue(durable, destination, selector, no_local, out)
+            q.shared = shared
+        elif topic and shared is not None:
+            q = self._shared_queue(shared, destination, selector)
         elif topic:
             q = _Queue(destination, topic_copy=True, selector=selector)
             if no_local:
@@ -392,6 +401,15 @@ class BrokerCore:
             self._remove_durable_queue(key, q, out)
         out.append(JournalAppend(DurableSubscribed(key[0], key[1], destination, text, no_local)))
         return self._add_durable(key, destination, selector, no_local)
+
+    def _shared_queue(self, key: DurableKey, destination: str, selector: Selector | None) -> _Queue:
+        """The queue of the nondurable shared subscription ``key``: the one its other consumers use, or a new one."""
+        q = self._shared.get(key)
+        if q is None or q.name != destination:
+            q = self._shared[key] = _Queue(destination, topic_copy=True, selector=selector)
+            q.shared = key
+            self._topics.setdefault(destination, []).append(q)
+        return q
 
     def _add_durable(self, key: DurableKey, destination: str, selector: Selector | None, no_local: bool) -> _Queue:
         q = _Queue(destination, topic_copy=True, durable=key, selector=selector)
@@ -1165,9 +1183,12 @@ class BrokerCore:
         if s in q.consumers:
             q.consumers.remove(s)
             q.rr = 0
-        # a queue, or a durable subscription's queue, outlives its consumer
-        kept = not q.topic_copy or (q.durable is not None and not self._mutant("durable-forgets", q.name))
+        # a queue, or a durable subscription's queue, outlives its consumer; a shared one its last but one
+        kept = not q.topic_copy or (q.durable is not None and not self._mutant("durable-forgets", q.name)) or (
+            q.shared is not None and bool(q.consumers))
         if not kept:
+            if q.shared is not None and self._shared.get(q.shared) is q:
+                del self._shared[q.shared]
             if q.durable is not None:
                 self._remove_durable_queue(q.durable, q, out)
             routed = self._topics.get(s.destination)
