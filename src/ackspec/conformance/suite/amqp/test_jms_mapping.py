@@ -294,7 +294,7 @@ def test_a_browser_leaves_the_messages(harness: Harness) -> None:
     seen = links.take(browser, 2)
     for dlv, _msg in seen:
         links.settle(dlv, ACCEPTED_CODE)
-    links.close(browser)
+    browser.close()  # not waited for: RabbitMQ 3.10 does not always answer a detach
     consumer, _ = links.receiver(address, capabilities=caps)
     got = [str(m.id) for m in _barrier(links, sender, consumer)]
     checks = Checks()
@@ -307,7 +307,7 @@ def test_a_browser_leaves_the_messages(harness: Harness) -> None:
 
 @requirement("AMQP-JMS-CLOSE-ONE-FAILURE")
 def test_a_message_given_back_at_close_fails_once(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.DELIVERY_COUNT, Capability.NACK_OUTCOMES)
+    harness.require(Capability.QUEUES, Capability.NACK_OUTCOMES)  # the AMQP header's delivery-count
     links = _links(harness, "closer")
     q = harness.queue()
     address, caps = _address(links, q)
