@@ -78,6 +78,7 @@ class Capability(StrEnum):
     SELECTORS = "selectors"  # JMS message selectors on consumers (STOMP `selector`, AMQP selector filter)
     NO_LOCAL = "no-local"  # JMS noLocal topic consumers (ActiveMQ's STOMP header, AMQP no-local filter)
     CLIENT_ID = "client-id"  # JMS client identifiers (STOMP client-id, AMQP sole-connection-for-container)
+    WEBSOCKET = "websocket"  # the target is reached over WebSocket (ws://, STOMP subprotocols v12.stomp...)
 
 
 HARNESS_CAPABILITIES: frozenset[Capability] = frozenset({Capability.BROKER_RESTART})

@@ -41,6 +41,8 @@ class UnknownScheme(LookupError):
 
 _BUILTIN: dict[str, str] = {
     "stomp": "ackspec.adapters.stomp_py:StompPyAdapter",
+    "ws": "ackspec.adapters.stomp_py:StompPyAdapter",  # STOMP over WebSocket
+    "wss": "ackspec.adapters.stomp_py:StompPyAdapter",
     "amqp": "ackspec.adapters.amqp_proton:ProtonAdapter",
     "amqps": "ackspec.adapters.amqp_proton:ProtonAdapter",
     "reference": "ackspec.adapters.reference:ReferenceAdapter",

@@ -70,6 +70,7 @@ class TargetSettings:
     capabilities: frozenset[Capability] = STOMP_STANDARD_CAPABILITIES
     options: Mapping[str, Any] = field(default_factory=dict)  # anything else the profile says
     tls: bool = False  # ``stomp+ssl://`` (or ``stomps://``): TLS, verifying the broker's certificate
+    websocket_path: str | None = None  # ``ws://host:port/path`` (``wss://``): STOMP over WebSocket at that path
     tls_ca: str | None = None  # ``?cafile=PATH``: the CA certificates to verify it with (default: the system's)
 
     def client_tls_context(self) -> ssl.SSLContext | None:
@@ -94,8 +95,10 @@ class TargetSettings:
             changes["login"] = unquote(parts.username)
         if parts.password:
             changes["passcode"] = unquote(parts.password)
-        if parts.scheme.lower() in ("stomp+ssl", "stomps"):
+        if parts.scheme.lower() in ("stomp+ssl", "stomps", "wss"):
             changes["tls"] = True
+        if parts.scheme.lower() in ("ws", "wss"):
+            changes["websocket_path"] = parts.path or "/"
         for item in filter(None, parts.query.split("&")):
             key, _, value = item.partition("=")
             if key == "vhost":

@@ -73,6 +73,21 @@ class _FrameQueue:
     connected_headers: dict[str, str] = field(default_factory=dict)
 
 
+WS_SUBPROTOCOL = "v12.stomp"
+
+
+def _connection(settings: TargetSettings, heartbeats: tuple[int, int], timeout: float) -> Any:
+    """stomp.py's STOMP 1.2 connection to the target: over TCP, or over WebSocket (``ws://``: subprotocol
+    v12.stomp, each frame one binary message, since a body need not be UTF-8) through stomp.py's WebSocket
+    transport."""
+    common: dict[str, Any] = {"heartbeats": heartbeats, "vhost": settings.vhost, "auto_decode": False,
+                              "reconnect_attempts_max": 1, "timeout": timeout}
+    if settings.websocket_path is None:
+        return stomp.StompConnection12([(settings.host, settings.port)], **common)
+    return stomp.WSStompConnection([(settings.host, settings.port)], ws_path=settings.websocket_path,
+                                   header={"Sec-WebSocket-Protocol": WS_SUBPROTOCOL}, binary_mode=True, **common)
+
+
 class _Listener(stomp.ConnectionListener):  # type: ignore[misc]
     """Called on stomp.py's receiver thread; only appends and notifies."""
 
@@ -140,8 +155,10 @@ class StompPyAdapter(Adapter):
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        """What the profile claims, minus what STOMP through this driver cannot express."""
-        return self.settings.capabilities - NOT_OVER_STOMP
+        """What the profile claims, minus what STOMP through this driver cannot express; with
+        :attr:`Capability.WEBSOCKET` when the target is reached over WebSocket."""
+        caps = self.settings.capabilities - NOT_OVER_STOMP
+        return caps | {Capability.WEBSOCKET} if self.settings.websocket_path is not None else caps
 
     def queue(self, name: str) -> str:
         return self.settings.queue_prefix + name
@@ -167,10 +184,7 @@ class StompPyClient(Client):
         self.frames = _FrameQueue()
         self._ids = itertools.count(1)
         self._closed = False
-        self.conn = stomp.StompConnection12(
-            [(self.settings.host, self.settings.port)], heartbeats=heartbeats, vhost=self.settings.vhost,
-            auto_decode=False, reconnect_attempts_max=1, timeout=self.timeout,
-        )
+        self.conn = _connection(self.settings, heartbeats, self.timeout)
         if self.settings.tls:  # verified against ?cafile= or the system's CA certificates, never unchecked
             self.conn.set_ssl(for_hosts=[(self.settings.host, self.settings.port)],
                               ca_certs=self.settings.tls_ca or ssl.get_default_verify_paths().openssl_cafile)

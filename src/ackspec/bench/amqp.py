@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from cproton_ffi import ffi, lib  # type: ignore[import-not-found]
 from proton import Connection, Endpoint, Event, Link, Message, Transport, symbol
@@ -391,6 +392,12 @@ def _endpoint(label: str, port: int | None = None) -> AmqpEndpoint:
     if label == "reference":
         assert port is not None
         return AmqpEndpoint(label, "127.0.0.1", port, None, None, "path")
+    if "=" in label:  # LABEL=amqp://HOST:PORT: another reference broker (another build, say), /queue/ addresses
+        name, url = label.split("=", 1)
+        parts = urlsplit(url)
+        if parts.scheme != "amqp" or not parts.hostname or not parts.port:
+            raise AckspecError(f"bench: target URL {url!r} must look like amqp://127.0.0.1:PORT")
+        return AmqpEndpoint(name, parts.hostname, parts.port, parts.username, parts.password, "path")
     info = BROKERS.get(label)
     if info is None or info.amqp_port is None:
         known = ", ".join(["reference", *REAL_BROKERS])
@@ -450,14 +457,15 @@ def run_amqp_bench(targets: Sequence[str], *, messages: int, repetitions: int, b
                    progress: Callable[[str], None]) -> AmqpBench:
     """Every scenario against every target; targets take turns within each repetition."""
     body = (b"0123456789" * (body_bytes // 10 + 1))[:body_bytes]
-    result = AmqpBench(list(targets), messages, repetitions, body_bytes)
+    result = AmqpBench([_label(t) for t in targets], messages, repetitions, body_bytes)
     with contextlib.ExitStack() as stack:
         endpoints: dict[str, AmqpEndpoint] = {}
-        for label in targets:
+        for target in targets:
+            label = _label(target)
             try:
-                endpoints[label] = (stack.enter_context(reference_broker()) if label == "reference"
-                                    else _endpoint(label))
-                if label != "reference":
+                endpoints[label] = (stack.enter_context(reference_broker()) if target == "reference"
+                                    else _endpoint(target))
+                if target != "reference":
                     BenchConnection(endpoints[label], timeout=5).close()
             except AckspecError as exc:
                 endpoints.pop(label, None)
@@ -470,6 +478,11 @@ def run_amqp_bench(targets: Sequence[str], *, messages: int, repetitions: int, b
                 result.cells[(s.name, label)] = cell
             take_turns(cells, endpoints, s.run, body, repetitions, progress, name_width=22)
     return result
+
+
+def _label(target: str) -> str:
+    """A target's column: its name, or the LABEL of ``LABEL=amqp://...``."""
+    return target.split("=", 1)[0]
 
 
 def run_cli(targets: str | None, messages: int, repetitions: int, body_bytes: int) -> int:

@@ -68,6 +68,8 @@ def register(subparsers: Any) -> None:
                    help=f"STOMP listener (default 127.0.0.1:{DEFAULT_STOMP_PORT}; port 0 = ephemeral)")
     p.add_argument("--amqp", type=_host_port, default=None, metavar="HOST:PORT",
                    help="AMQP 1.0 listener on the same broker core (port 0 = ephemeral)")
+    p.add_argument("--ws", type=_host_port, default=None, metavar="HOST:PORT",
+                   help="STOMP over WebSocket (subprotocol v12.stomp, RFC 6455) on the same core (port 0 = ephemeral)")
     p.add_argument("--data", metavar="DIR", default=None,
                    help="journal directory (persistent messages survive restarts); default: in memory")
     p.add_argument("--recover", choices=RECOVERY_MODES, default="refuse",
@@ -145,6 +147,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"ackspec broker: {stomp_scheme}://{server.host}:{server.port}", flush=True)
         if server.amqp_address is not None:
             print(f"ackspec broker: {amqp_scheme}://{server.amqp_address[0]}:{server.amqp_address[1]}", flush=True)
+        if server.ws_address is not None:
+            ws_scheme = "wss" if tls is not None else "ws"
+            print(f"ackspec broker: {ws_scheme}://{server.ws_address[0]}:{server.ws_address[1]}/", flush=True)
         if server.control_address is not None and not args.control_token_file:
             print(f"ackspec broker: control token {server.control_token}", flush=True)
         await stop.wait()
@@ -192,6 +197,7 @@ def build_server(args: argparse.Namespace) -> BrokerServer:
         max_connections=args.max_connections,
         control=args.control,
         amqp=args.amqp,
+        ws=args.ws,
         journal_recover=args.recover,
         control_token=_control_token(args.control_token_file),
         tls=tls,

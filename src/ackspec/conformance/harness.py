@@ -30,7 +30,7 @@ from typing import Any
 
 from ackspec.adapters.base import AckMode, Adapter, Capability, Client, Delivery, NotSupported
 from ackspec.adapters.settings import TargetSettings
-from ackspec.conformance.rawstomp import RawStomp
+from ackspec.conformance.rawstomp import RawStomp, RawStompWs
 from ackspec.conformance.verdicts import RequirementViolation
 from ackspec.history import INTENT_KEY, Intent, Op, Recorder
 
@@ -106,11 +106,15 @@ class Harness:
         return client
 
     def raw(self) -> RawStomp:
-        """A raw-socket STOMP connection (not yet CONNECTed) to a STOMP target."""
+        """A raw-socket STOMP connection (not yet CONNECTed) to a STOMP target (over a WebSocket for a
+        ``ws://`` target)."""
         if self.adapter.protocol != "stomp":
             raise NotSupported("raw-stomp", f"{self.adapter.name} does not speak STOMP")
+        path = self.settings.websocket_path
         raw = RawStomp(self.settings.host, self.settings.port, timeout=self.timeout,
-                       tls=self.settings.client_tls_context())
+                       tls=self.settings.client_tls_context()) if path is None else RawStompWs(
+            self.settings.host, self.settings.port, timeout=self.timeout, tls=self.settings.client_tls_context(),
+            path=path)
         self._raws.append(raw)
         return raw
 

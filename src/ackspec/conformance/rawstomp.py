@@ -1,4 +1,5 @@
-"""A deliberately small raw-socket STOMP client for tests that need to misbehave.
+"""A deliberately small raw-socket STOMP client for tests that need to misbehave (over TCP, or a
+WebSocket: :class:`RawStompWs`).
 
 Client libraries refuse to send malformed frames and hide heart-beats, so the
 ERROR-semantics and heart-beat tests speak bytes. This parser is independent of
@@ -14,6 +15,8 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass, field
+
+import websocket
 
 _ESCAPES = {"\\n": "\n", "\\r": "\r", "\\c": ":", "\\\\": "\\"}
 
@@ -189,3 +192,49 @@ class RawStomp:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+@dataclass
+class RawStompWs(RawStomp):
+    """The same raw client over a WebSocket (``ws://``, ``wss://``): each :meth:`send` is one binary
+    WebSocket message (a test chooses where message boundaries fall), and the bytes of every message
+    received are read as one stream. The handshake offers the STOMP subprotocols (v12.stomp first);
+    :attr:`subprotocol` is the one the server selected (None: none)."""
+
+    path: str = "/"
+    subprotocols: tuple[str, ...] = ("v12.stomp", "v11.stomp", "v10.stomp")
+    subprotocol: str | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        scheme = "wss" if self.tls is not None else "ws"
+        self.ws = websocket.create_connection(
+            f"{scheme}://{self.host}:{self.port}{self.path}", timeout=self.timeout,
+            subprotocols=list(self.subprotocols), sslopt={"context": self.tls} if self.tls is not None else None)
+        self.subprotocol = self.ws.getsubprotocol()
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.ws.send_binary(data)
+        except (OSError, websocket.WebSocketException):
+            self.eof = True
+
+    def _fill(self, deadline: float) -> bool:
+        if self.eof:
+            return False
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        self.ws.settimeout(remaining)
+        try:
+            message = self.ws.recv()
+        except websocket.WebSocketTimeoutException:
+            return False
+        except (OSError, websocket.WebSocketException):
+            self.eof = True
+            return False
+        self.buffer += message.encode("utf-8") if isinstance(message, str) else message
+        return True
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, websocket.WebSocketException):
+            self.ws.close()

@@ -70,6 +70,7 @@ from ackspec.reference.limits import AmqpLimits
 from ackspec.reference.stomp.codec import encode
 from ackspec.reference.stomp.frames import ERROR, Frame
 from ackspec.reference.stomp.session import SessionConfig, StompSession
+from ackspec.reference.stomp.websocket import WebSocketListener
 
 log = logging.getLogger("ackspec.reference.server")
 T = TypeVar("T")
@@ -124,6 +125,7 @@ class BrokerServer:
         max_connections: int = 1000,
         control: tuple[str, int] | None = None,
         amqp: tuple[str, int] | None = None,
+        ws: tuple[str, int] | None = None,
         egress: EgressFactory | None = None,
         journal_recover: str = "refuse",
         control_token: str | None = None,
@@ -147,6 +149,8 @@ class BrokerServer:
         self.amqp_address = amqp
         """AMQP 1.0 listener (host, port); port 0 = ephemeral, the bound one after :meth:`start`."""
         self.amqp_listener: AmqpListener | None = None
+        self.ws_address = ws
+        """STOMP over WebSocket listener (host, port); port 0 = ephemeral, the bound one after :meth:`start`."""
         self.host = host
         self.port = port
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -207,6 +211,10 @@ class BrokerServer:
                                               limits=self.amqp_limits)
             self.amqp_listener.flow = self.flow
             self.amqp_address = await self.amqp_listener.start(*self.amqp_address, ssl=self.tls)
+        if self.ws_address is not None:
+            ws_listener = WebSocketListener(self)
+            self.ws_address = await ws_listener.start(*self.ws_address, ssl=self.tls)
+            self.attach_listener(ws_listener)
         self._ticker = self.loop.create_task(self._tick_forever())
 
     def _amqp_activity(self) -> None:
@@ -232,6 +240,8 @@ class BrokerServer:
             p.abort()
         if self.amqp_listener is not None:
             await self.amqp_listener.stop()
+        for listener in self.listeners:
+            await listener.stop()
         for server in (self._server, self._control_server):
             if server is not None:
                 with contextlib.suppress(Exception):

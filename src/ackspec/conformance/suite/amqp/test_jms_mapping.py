@@ -219,6 +219,7 @@ def test_unsubscribe_by_name_deletes_the_durable_subscription(harness: Harness) 
     first = harness.client("durable-1", client_id=client_id)
     first.unsubscribe(first.subscribe(t, durable=name))
     harness.send_seq(harness.client("producer"), t, [0], persistent=True)  # kept by the subscription
+    harness.expect_dropped(t, [0], reason="kept by the durable subscription the test unsubscribes")
     first.disconnect()
     owner = _links(harness, "durable-2", client_id=client_id)
     link, answer = owner.receiver(None, name=name, credit=0)
