@@ -41,6 +41,7 @@ def test_hello_names_the_library_and_bad_input_gets_one_line(jar: str, argument:
     assert (hello["library"], hello["library_version"], hello["protocol"]) == LIBRARIES[argument]
     assert ("async-send" in hello["features"]) == (argument != "activemq")  # Classic has no CompletionListener
     assert "ack-types" not in hello["features"]
+    assert hello["gate"] is (argument == "artemis")  # the Artemis client's interceptors hold its answers
     replies = {line.get("id"): line for line in lines[1:]}
     assert replies[None]["error"]["kind"] == "BadRequest"
     assert replies[7]["error"]["kind"] == "UnknownOperation"

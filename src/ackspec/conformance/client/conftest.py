@@ -15,11 +15,12 @@ import time
 import types
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import pytest
 
+from ackspec.conformance.client.core_gate import ClientGateProxy
 from ackspec.conformance.client.cut import ClientUnderTest, CutError, NotApplicable
 from ackspec.conformance.client.registry import factory
 from ackspec.conformance.client_evidence import ClientEvidence
@@ -190,6 +191,7 @@ class Env:
         self.broker_name = broker.info.profile if isinstance(broker, RealBroker) else REFERENCE_BROKER
         self.tag = uuid.uuid4().hex[:8]
         self._observer: Any = None
+        self.clients: list[ClientUnderTest] = []  # every client the test opened (a gate inside them holds answers)
 
     @property
     def proxy(self) -> ConfirmationProxy:
@@ -199,6 +201,8 @@ class Env:
                 raise NotApplicable("the reference broker runs without its AMQP listener")
             return self._amqp_proxy
         if self.protocol != "stomp":
+            if any(getattr(c, "has_gate", False) for c in self.clients):  # held inside the client (core_gate.py)
+                return cast(ConfirmationProxy, ClientGateProxy(self.clients))
             raise NotApplicable(f"no confirmation gate for the {self.protocol} protocol (the proxies speak STOMP "
                                 "and AMQP 1.0): a rule that holds a broker answer cannot be decided")
         return self._proxy
@@ -380,6 +384,7 @@ def opened_clients(build: Callable[[], ClientUnderTest], env: Env, *,
     def make(**options: Any) -> ClientUnderTest:
         cut = build()
         opened.append(cut)
+        env.clients.append(cut)
         if on_build is not None:
             on_build(cut)
         cut.open(env.url_for(getattr(cut, "protocol", "stomp")), options)
@@ -396,6 +401,8 @@ def opened_clients(build: Callable[[], ClientUnderTest], env: Env, *,
             if env._amqp_proxy is not None:
                 env._amqp_proxy.clear()
             with contextlib.suppress(CutError, NotApplicable):
+                if getattr(cut, "has_gate", False):
+                    cut.call("gate_clear")  # type: ignore[attr-defined]
                 cut.close()
 
 

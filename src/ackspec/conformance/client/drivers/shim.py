@@ -51,6 +51,7 @@ class ShimCUT(ClientUnderTest):
             raise CutError("ShimError", f"shim {' '.join(self.argv)} exited before its hello")
         self.name = f"shim:{self._hello.get('name', '?')}"
         self.protocol = str(self._hello.get("protocol") or "stomp")
+        self.has_gate = bool(self._hello.get("gate"))  # holds broker answers itself (verbs gate_*; core_gate.py)
         self.library = str(self._hello.get("library") or self._hello.get("name") or "")
         self.library_version = str(self._hello.get("library_version") or "")
         self.features = frozenset(ClientFeature(f) for f in self._hello.get("features", [])

@@ -6,6 +6,8 @@ import jakarta.jms.JMSException;
 import jakarta.jms.Session;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.activemq.artemis.api.core.SimpleString;
 import org.apache.activemq.artemis.jms.client.ActiveMQConnectionFactory;
 import org.apache.activemq.artemis.jms.client.ActiveMQSession;
@@ -16,6 +18,19 @@ import org.apache.activemq.artemis.jms.client.ActiveMQSession;
  * since the window is counted in bytes, not messages.
  */
 final class ArtemisProvider implements Provider {
+    private final Map<String, String> names = new ConcurrentHashMap<>();  // core address -> /queue/ or /topic/ name
+    private CoreGate gate;
+
+    @Override
+    public void events(Events events) {
+        gate = new CoreGate(events, address -> names.getOrDefault(address, address));
+    }
+
+    @Override
+    public CoreGate gate() {
+        return gate;
+    }
+
     @Override
     public String name() {
         return "artemis-jakarta-client " + libraryVersion();
@@ -49,6 +64,9 @@ final class ArtemisProvider implements Provider {
         if (window != null) {
             params.add("confirmationWindowSize=" + window);
         }
+        if (gate != null) {
+            gate.windowConfigured(window != null && window > 0);
+        }
         Long prefetch = options.integer("prefetch");
         if (prefetch != null && prefetch != 0) {
             throw ShimError.notApplicable("artemis counts its consumer window in bytes: no prefetch of " + prefetch
@@ -58,7 +76,13 @@ final class ArtemisProvider implements Provider {
             params.add("consumerWindowSize=0");
         }
         options.refuseUnused("artemis-jakarta-client");
-        return new ActiveMQConnectionFactory("tcp://" + host + ":" + port + Provider.query(params));
+        ActiveMQConnectionFactory factory = new ActiveMQConnectionFactory("tcp://" + host + ":" + port
+                + Provider.query(params));
+        if (gate != null) {
+            factory.getServerLocator().addOutgoingInterceptor(gate.outgoing());
+            factory.getServerLocator().addIncomingInterceptor(gate.incoming());
+        }
+        return factory;
     }
 
     private static void flag(List<String> params, Options options, String option, String parameter) throws ShimError {
@@ -76,6 +100,7 @@ final class ArtemisProvider implements Provider {
     @Override
     public Destination destination(Session session, String name) throws JMSException {
         String plain = Provider.strip(name);
+        names.put(plain, name);
         return name.startsWith("/queue/") ? session.createQueue(plain) : session.createTopic(plain);
     }
 

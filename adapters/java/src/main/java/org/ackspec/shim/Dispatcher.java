@@ -39,6 +39,10 @@ final class Dispatcher {
             case "release_listeners" -> consumers.releaseListeners();
             case "recover", "commit", "rollback", "close_session" -> driver.sessionCall(args, op);
             case "close_producer" -> driver.closeProducer(args);
+            case "gate_hold" -> driver.provider.gate().open(args);
+            case "gate_release" -> driver.provider.gate().release(args);
+            case "gate_clear" -> driver.provider.gate().clear();
+            case "gate_seen" -> driver.provider.gate().seen(args);
             case "close" -> driver.close();
             case "crash" -> driver.crash();
             default -> throw new ShimError("UnknownOperation", "unknown op " + op);

@@ -48,6 +48,7 @@ final class Driver {
         this.provider = provider;
         this.events = events;
         this.consumers = new Consumers(this);
+        provider.events(events);
     }
 
     Connection connection() throws ShimError {
@@ -132,8 +133,18 @@ final class Driver {
         if (async) {
             Object action = args.get("on_callback");
             CompletionListener listener = new Completion(this, handle, p, action == null ? null : action.toString());
-            p.producer().send(destination, message, mode, Message.DEFAULT_PRIORITY, Message.DEFAULT_TIME_TO_LIVE,
-                    listener);
+            CoreGate gate = provider instanceof ArtemisProvider artemis ? artemis.gate() : null;
+            if (gate != null) {
+                gate.asyncSend(true);
+            }
+            try {
+                p.producer().send(destination, message, mode, Message.DEFAULT_PRIORITY, Message.DEFAULT_TIME_TO_LIVE,
+                        listener);
+            } finally {
+                if (gate != null) {
+                    gate.asyncSend(false);
+                }
+            }
         } else {
             p.producer().send(destination, message, mode, Message.DEFAULT_PRIORITY, Message.DEFAULT_TIME_TO_LIVE);
         }

@@ -42,6 +42,7 @@ public final class Main {
         hello.put("library_version", provider.libraryVersion());
         hello.put("protocol", provider.protocol());
         hello.put("features", provider.features());
+        hello.put("gate", provider instanceof ArtemisProvider);  // holds broker answers inside the client (CoreGate)
         wire.write(hello);
         serve(wire, new Dispatcher(driver));
         Runtime.getRuntime().halt(0);  // library threads (reconnect timers, event loops) must not keep us alive

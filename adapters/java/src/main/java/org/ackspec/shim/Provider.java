@@ -44,6 +44,14 @@ interface Provider {
         return session.createTopic(name);
     }
 
+    /** The confirmation gate inside the client, where the library offers one (Artemis: interceptors). */
+    default CoreGate gate() throws ShimError {
+        throw ShimError.notApplicable(name() + " has no confirmation gate");
+    }
+
+    /** Where the library's hooks report events (called once, before any connection). */
+    default void events(Events events) {}
+
     /** Installs a send-acknowledgement handler on a session (Artemis only). */
     default void sendAcknowledgements(Session session, SendAcks sink) throws ShimError {
         throw ShimError.notApplicable(name() + " has no send-acknowledgement handler");

@@ -1,0 +1,117 @@
+"""Confirmation gates for a client whose protocol no proxy speaks, held inside the client by its shim.
+
+The Java shim holds the Artemis client's answers with the client's own interceptors
+(adapters/java CoreGate: a blocking request is a send with ``requiresResponse``, a commit, a
+rollback, an acknowledgement asking for a response; its response is held by parking the
+connection's reader). This module gives the tests the same ``hold`` / ``wait_held`` / ``release``
+API as the proxies, over the shim verbs ``gate_hold``, ``gate_release``, ``gate_seen`` and the
+``gate-held`` events. A held answer blocks everything behind it on that connection, so answers are
+released in arrival order only and none can be rejected (not applicable).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ackspec.conformance.client.cut import NotApplicable
+
+
+@dataclass(frozen=True, slots=True)
+class HeldAnswer:
+    receipt_id: str
+    command: str
+    destination: str | None
+
+
+class ClientGate:
+    """One ``hold(command, destination)`` over every gated client of the test."""
+
+    def __init__(self, clients: Sequence[Any], command: str, destination: str | None) -> None:
+        self.command, self.destination = command, destination
+        self._gates = [(cut, cut.call("gate_hold", command=command, destination=destination)) for cut in clients]
+        self._released: set[str] = set()
+
+    def _held(self) -> list[tuple[Any, int, HeldAnswer]]:
+        out = []
+        for n, (cut, _gate) in enumerate(self._gates):
+            for event in cut.events.of("gate-held"):
+                if event["command"] != self.command:
+                    continue
+                if self.destination is not None and event.get("destination") != self.destination:
+                    continue
+                rid = f"{n}:{event['id']}"
+                if rid not in self._released:
+                    out.append((cut, int(event["id"]), HeldAnswer(rid, event["command"], event.get("destination"))))
+        return out
+
+    def pending(self) -> list[HeldAnswer]:
+        return [held for _, _, held in self._held()]
+
+    def wait_held(self, count: int, timeout: float) -> list[HeldAnswer]:
+        """Wait until ``count`` answers are held; fewer on timeout, unless the requests were confirmed through
+        the confirmation window (CompletionListener sends, confirmationWindowSize): those answers this gate
+        cannot hold, so the rule cannot be decided here (not applicable), rather than failed."""
+        deadline = time.monotonic() + timeout
+        while len(self.pending()) < count and time.monotonic() < deadline:
+            self._gates[0][0].events.wait_count("gate-held", 10**9, 0.02) if self._gates else time.sleep(0.02)
+        held = self.pending()
+        if len(held) < count and self._windowed():
+            raise NotApplicable("the core gate holds answers to blocking requests only: these sends are confirmed "
+                                "through the confirmation window (PACKETS_CONFIRMED), which it cannot hold")
+        return held
+
+    def _windowed(self) -> int:
+        return sum(int(cut.call("gate_seen", command=self.command, destination=self.destination, windowed=True))
+                   for cut, _ in self._gates)
+
+    def release(self, receipt_id: str | None = None) -> HeldAnswer:
+        held = self._held()
+        if not held:
+            raise KeyError(f"no held answer {receipt_id}")
+        if receipt_id is not None and held[0][2].receipt_id != receipt_id:
+            raise NotApplicable("the core gate releases held answers in arrival order only")
+        cut, ident, answer = held[0]
+        self._released.add(answer.receipt_id)
+        cut.call("gate_release", id=ident)
+        return answer
+
+    def reject(self, receipt_id: str | None = None, message: str = "") -> HeldAnswer:
+        raise NotApplicable("the core gate cannot turn a broker answer into a rejection")
+
+    def release_all(self) -> list[HeldAnswer]:
+        return [self.release() for _ in self._held()]
+
+    def close(self) -> None:
+        for cut, gate in self._gates:
+            cut.call("gate_release", gate=gate, close=True)
+
+
+class ClientGateProxy:
+    """The proxy API (the part tests use) over the gated clients a test opened."""
+
+    def __init__(self, clients: list[Any]) -> None:
+        self.clients = clients
+
+    def hold(self, command: str = "SEND", destination: str | None = None) -> ClientGate:
+        return ClientGate([c for c in self.clients if c.has_gate], command, destination)
+
+    def seen(self, command: str = "SEND", destination: str | None = None) -> int:
+        return sum(int(c.call("gate_seen", command=command, destination=destination))
+                   for c in self.clients if c.has_gate)
+
+    def settle(self, timeout: float = 5.0) -> bool:
+        return True  # the client's outgoing interceptor notes a request on the writing thread, before it returns
+
+    def first_seen(self, command: str, destination: str | None = None) -> int | None:
+        raise NotApplicable("the core gate keeps no frame order across clients")
+
+    def released_after(self, receipt_id: str) -> int | None:
+        raise NotApplicable("the core gate keeps no frame order across clients")
+
+    def clear(self) -> None:
+        for c in self.clients:
+            if c.has_gate:
+                c.call("gate_clear")
