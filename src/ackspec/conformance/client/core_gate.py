@@ -55,6 +55,9 @@ class ClientGate:
         the confirmation window (CompletionListener sends, confirmationWindowSize): those answers this gate
         cannot hold, so the rule cannot be decided here (not applicable), rather than failed."""
         deadline = time.monotonic() + timeout
+        if len(self.pending()) < count and self._windowed():  # noted as they were written: never to be held
+            raise NotApplicable("the core gate holds answers to blocking requests only: these sends are confirmed "
+                                "through the confirmation window (PACKETS_CONFIRMED), which it cannot hold")
         while len(self.pending()) < count and time.monotonic() < deadline:
             self._gates[0][0].events.wait_count("gate-held", 10**9, 0.02) if self._gates else time.sleep(0.02)
         held = self.pending()
