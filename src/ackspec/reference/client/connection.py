@@ -383,19 +383,23 @@ class Connection:
             ids = [m.ack_id for m in record.messages]
             wire = {AckType.DELIVERED: None, AckType.REDELIVERED: "NACK", AckType.POISON: "NACK"}.get(
                 record.type, "ACK") if on_wire else None
-            self.log.append("ack", ack_type=record.type, ack_type_name=record.type.name, consumer=record.consumer,
-                            ack_ids=tuple(ids), reason=record.reason, wire=wire, transaction=transaction)
-            if wire is None or self._lost is not None:
-                continue
-            extra = {ACK_TYPE_HEADER: str(int(record.type))} if record.type is AckType.POISON else None
-            if wire == "NACK":
-                self._wire.nack(ids, transaction=None, receipt=None, extra=extra)
-            elif block and transaction is None and record.type in (AckType.STANDARD, AckType.INDIVIDUAL):
-                token = self.new_id("ack")
-                self._control_request(token, functools.partial(self._wire.ack, ids, transaction=None,
-                                                               receipt=token))
-            else:
-                self._wire.ack(ids, transaction=transaction, receipt=None)
+            try:
+                if wire is not None and self._lost is None:
+                    self._put_ack(record, ids, wire, transaction, block)
+            finally:  # logged once its frame is on the wire: whoever reads the log may close the connection at once
+                self.log.append("ack", ack_type=record.type, ack_type_name=record.type.name,
+                                consumer=record.consumer, ack_ids=tuple(ids), reason=record.reason, wire=wire,
+                                transaction=transaction)
+
+    def _put_ack(self, record: AckRecord, ids: list[str], wire: str, transaction: str | None, block: bool) -> None:
+        extra = {ACK_TYPE_HEADER: str(int(record.type))} if record.type is AckType.POISON else None
+        if wire == "NACK":
+            self._wire.nack(ids, transaction=None, receipt=None, extra=extra)
+        elif block and transaction is None and record.type in (AckType.STANDARD, AckType.INDIVIDUAL):
+            token = self.new_id("ack")
+            self._control_request(token, functools.partial(self._wire.ack, ids, transaction=None, receipt=token))
+        else:
+            self._wire.ack(ids, transaction=transaction, receipt=None)
 
     @property
     def wire(self) -> Wire:
