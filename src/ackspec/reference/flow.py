@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from ackspec.reference.broker.core import stored_bytes
 
 DEFAULT_MAX_QUEUED_BYTES = 256 * 1024 * 1024
+WRITE_HIGH_WATER = 1024 * 1024
+"""Consumer side: the bytes of output a connection's transport may hold before the broker stops dispatching to it
+(:meth:`~.broker.core.BrokerCore.set_output_room`); a slow ``ack:auto`` consumer's backlog stays in its queue."""
 LOW_WATER = 0.8
 
 

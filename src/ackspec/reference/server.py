@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import importlib
 import ipaddress
@@ -64,7 +65,7 @@ from ackspec.reference.broker.hub import Hub
 from ackspec.reference.broker.model import CoreConfig
 from ackspec.reference.broker.trace import Tracer
 from ackspec.reference.faults import FaultInjector, FaultRule
-from ackspec.reference.flow import ProducerFlow
+from ackspec.reference.flow import WRITE_HIGH_WATER, ProducerFlow
 from ackspec.reference.journal import Journal
 from ackspec.reference.limits import AmqpLimits
 from ackspec.reference.stomp.codec import encode
@@ -76,7 +77,6 @@ log = logging.getLogger("ackspec.reference.server")
 T = TypeVar("T")
 
 TICK_SECONDS = 0.02
-WRITE_HIGH_WATER = 1024 * 1024
 SYNC_GATHER_MAX = 0.002
 """Longest wait (s) for just-released producers before the next fsync (also capped by the last fsync's duration)."""
 SYNC_GATHER_MIN = 0.0005
@@ -155,6 +155,8 @@ class BrokerServer:
         self.port = port
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.core_config = core_config or CoreConfig()
+        if self.core_config.output_room is None:  # consumer back-pressure (see _StompProtocol.give_room)
+            self.core_config = dataclasses.replace(self.core_config, output_room=WRITE_HIGH_WATER)
         self.session_config = session_config or SessionConfig()
         self.auth = auth or Authenticator()
         self.faults = faults or FaultInjector()
@@ -494,6 +496,7 @@ class _StompProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.egress: Egress | None = None
         self.closed = False
+        self.writing_paused = False
         self._drain_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -539,6 +542,8 @@ class _StompProtocol(asyncio.Protocol):
                 self.transport.write(data)
             else:
                 egress.write(data)
+        if self.session.conn_id in self.server.core.out_of_room and not self.writing_paused:
+            self.give_room()
         if self.session.close_requested:
             self.closed = True
             if egress is None:
@@ -562,12 +567,26 @@ class _StompProtocol(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self._drain_timer = loop.call_later(DRAIN_SECONDS, transport.close)
 
+    def give_room(self) -> None:
+        """Let the core hand this consumer what fits under the write high-water mark (at least one message).
+
+        Called once what the core handed it is in the transport; the deliveries it causes go out in the next
+        flush (the next loop iteration), so the socket drains between batches and the transport never holds
+        much more than :data:`WRITE_HIGH_WATER`: a backlog stays in its queue, not in this buffer."""
+        assert self.transport is not None
+        room = max(WRITE_HIGH_WATER - self.transport.get_write_buffer_size(), 1)
+        self.server.hub.apply(self.server.core.set_output_room(self.session.conn_id, room))
+
     def pause_writing(self) -> None:
+        self.writing_paused = True
         self.server.hub.apply(self.server.core.set_writable(self.session.conn_id, False))
 
     def resume_writing(self) -> None:
-        if self.server.core.has_connection(self.session.conn_id):
+        self.writing_paused = False
+        if self.server.core.has_connection(self.session.conn_id) and not self.closed:
             self.server.hub.apply(self.server.core.set_writable(self.session.conn_id, True))
+            if self.session.conn_id in self.server.core.out_of_room:
+                self.give_room()
             self.server.mark_dirty(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -21,7 +21,7 @@ from typing import cast
 from ackspec.reference.amqp.connection import RECEIVE_WINDOW, AmqpConnection
 from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.hub import Hub
-from ackspec.reference.flow import ProducerFlow
+from ackspec.reference.flow import WRITE_HIGH_WATER, ProducerFlow
 from ackspec.reference.limits import AmqpLimits
 
 log = logging.getLogger(__name__)
@@ -49,10 +49,12 @@ class AmqpProtocol(asyncio.Protocol):
         self._accepted = False
         self.flow: ProducerFlow | None = None
         self.paused = False
+        self.writing_paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # not isinstance: uvloop's transports implement the interface without subclassing it
         self.transport = cast(asyncio.Transport, transport)
+        self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self._accepted = self.register(self.conn.conn_id, self)
         if not self._accepted:
             self._closing = True
@@ -135,12 +137,26 @@ class AmqpProtocol(asyncio.Protocol):
         self.transport = None
 
     def pause_writing(self) -> None:
+        self.writing_paused = True
         if self.conn.opened and not self.conn.finished:
             self.hub.apply(self.hub.core.set_writable(self.conn.conn_id, False))
 
     def resume_writing(self) -> None:
+        self.writing_paused = False
         if self.conn.opened and not self.conn.finished:
             self.hub.apply(self.hub.core.set_writable(self.conn.conn_id, True))
+            self._give_room()
+
+    def _give_room(self) -> None:
+        """Consumer back-pressure (:meth:`~.broker.core.BrokerCore.set_output_room`): once what the core handed
+        this connection is in the transport, let it hand what fits under the write high-water mark (at least one
+        message); those deliveries go out in the next flush, so a backlog stays queued, not in this buffer."""
+        transport = self.transport
+        core = self.hub.core
+        if transport is None or self.writing_paused or self.conn.conn_id not in core.out_of_room:
+            return
+        room = max(WRITE_HIGH_WATER - transport.get_write_buffer_size(), 1)
+        self.hub.apply(core.set_output_room(self.conn.conn_id, room))
 
     def _schedule_flush(self) -> None:
         if self._flush_scheduled or self.transport is None:
@@ -156,6 +172,7 @@ class AmqpProtocol(asyncio.Protocol):
         data = self.conn.data_to_send()
         if data:
             transport.write(data)
+        self._give_room()
         if self.conn.should_close:
             self._closing = True
             transport.close()

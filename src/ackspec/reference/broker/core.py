@@ -209,7 +209,9 @@ class _Conn:
     subs: dict[str, _Sub] = field(default_factory=dict)
     deliveries: dict[int, _Sub] = field(default_factory=dict)
     txs: dict[str, _Tx] = field(default_factory=dict)
-    writable: bool = True
+    writable: bool = True  # not paused and room left: what dispatch reads
+    paused: bool = False  # the host's transport is above its write high-water mark
+    room: int | None = None  # bytes of deliveries it may still be handed (None: no bound)
 
 
 DEAD_LETTER_HEADERS: Final = ("original-destination", "dead-letter-reason")
@@ -252,6 +254,8 @@ class BrokerCore:
         self._delivery_ids = itertools.count(1)
         self._journaled: set[str] = set()  # ids of persistent messages present in the journal
         self._published: dict[str, int] = {}  # per-destination publish counter (fault injection)
+        self.out_of_room: set[ConnId] = set()
+        """Connections whose output room is spent (:meth:`set_output_room`): their hosts give more once written."""
 
     # ------------------------------------------------------------------ connections
     def open(self, conn: ConnId, *, user: str | None = None, client_id: str | None = None,
@@ -269,7 +273,7 @@ class BrokerCore:
                 if other.client_id == client_id and (exclusive or other.exclusive):
                     raise CoreError(f"client id {client_id!r} is in use by another connection",
                                     "JMS-6.1.2-CLIENT-ID-IN-USE")
-        self._conns[conn] = _Conn(conn, user, client_id, exclusive)
+        self._conns[conn] = _Conn(conn, user, client_id, exclusive, room=self.config.output_room)
         return []
 
     def close(self, conn: ConnId, *, abrupt: bool = False) -> list[Effect]:
@@ -279,6 +283,7 @@ class BrokerCore:
         their delivery-count is incremented (a delivery that was not settled failed).
         """
         c = self._conns.pop(conn, None)
+        self.out_of_room.discard(conn)
         if c is None:
             return []
         out: list[Effect] = []
@@ -305,12 +310,37 @@ class BrokerCore:
     def set_writable(self, conn: ConnId, writable: bool) -> list[Effect]:
         """Transport back-pressure: deliveries to ``conn`` pause while it is not writable."""
         c = self._conn(conn)
-        c.writable = writable
+        c.paused = not writable
+        return self._update_writable(c)
+
+    def set_output_room(self, conn: ConnId, room: int | None) -> list[Effect]:
+        """Consumer back-pressure: ``conn`` may be handed ``room`` more bytes of deliveries (None: no bound).
+
+        Transport pauses alone come too late: one dispatch would hand a whole backlog to an ``ack:auto``
+        consumer before the transport's buffer could say it is full (1 GB in memory, issue 20). So each
+        delivery spends its :data:`ENTRY_OVERHEAD`-inclusive size from the room; at 0 or less dispatch to
+        ``conn`` holds (the messages stay queued, in order) and ``conn`` is in :attr:`out_of_room` until
+        its host, having written what it got, gives room again. At most one message overshoots."""
+        c = self._conn(conn)
+        c.room = room
+        if room is None or room > 0:
+            self.out_of_room.discard(conn)
+        return self._update_writable(c)
+
+    def _update_writable(self, c: _Conn) -> list[Effect]:
+        c.writable = not c.paused and (c.room is None or c.room > 0)
         out: list[Effect] = []
-        if writable:
+        if c.writable:
             for sub in c.subs.values():
                 self._dispatch(sub.queue, out)
         return out
+
+    def _spend_room(self, c: _Conn, room: int) -> None:
+        """A delivery went to ``c`` (whose room is bounded): ``room`` is what is left."""
+        c.room = room
+        if room <= 0:
+            c.writable = False
+            self.out_of_room.add(c.conn_id)
 
     # ------------------------------------------------------------------ subscriptions
     def subscribe(
@@ -1123,6 +1153,8 @@ class BrokerCore:
                 s.credit = credit - 1
             msg = entry.msg
             append(new(Deliver, (conn_id, sub_id, did, msg, entry.redelivered, entry.delivery_count)))
+            if c.room is not None:
+                self._spend_room(c, c.room - entry.size)
             if entry.redelivered:
                 self.tracer.trace("JMS-3.4.7-REDELIVERED-SET", msg.destination)
             if auto:
@@ -1158,6 +1190,8 @@ class BrokerCore:
             out.append(Deliver(c.conn_id, s.sub_id, did, msg, entry.redelivered, entry.delivery_count))
         if entry.redelivered:
             self.tracer.trace("JMS-3.4.7-REDELIVERED-SET", msg.destination)
+        if c.room is not None:
+            self._spend_room(c, c.room - entry.size)
         if s.ack_mode is AckMode.AUTO:
             if self._journaled:
                 self._remove(entry, out, None)

@@ -115,3 +115,6 @@ class CoreConfig:
     """Publishes to a fuller queue are rejected."""
     max_transaction_size: int = 100_000
     """Operations held in one open transaction."""
+    output_room: int | None = None
+    """Bytes of deliveries a new connection is handed before its host says they went out (None: no bound).
+    The servers set it to their transport's write high-water mark (see :meth:`BrokerCore.set_output_room`)."""

@@ -21,6 +21,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
+from ackspec.reference.flow import WRITE_HIGH_WATER
+
 if TYPE_CHECKING:
     from ackspec.reference.server import BrokerServer
     from ackspec.reference.stomp.session import StompSession
@@ -40,6 +42,8 @@ class _WsStomp:
         self.session.on_output = lambda: server.mark_dirty(self)  # type: ignore[arg-type]  # same interface
         self.closed = False
         self._out: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.queued = 0
+        """Bytes handed to the writer and not yet sent (what consumer back-pressure bounds)."""
 
     def flush(self) -> None:
         """Hand what the session wrote to the writer (in order); close after it when the session ended."""
@@ -48,10 +52,21 @@ class _WsStomp:
         data = self.session.take_output()
         if data:
             self._out.put_nowait(data)
+            self.queued += len(data)
+        self._give_room()
         if self.session.close_requested:
             self.closed = True
             self._out.put_nowait(None)
             self.server.protocols.pop(self.session.conn_id, None)
+
+    def _give_room(self) -> None:
+        """Consumer back-pressure, as the TCP protocol does: the core may hand this connection what fits under
+        :data:`~ackspec.reference.flow.WRITE_HIGH_WATER` besides what the writer still holds (at least one
+        message), once the writer has sent enough."""
+        core = self.server.core
+        conn_id = self.session.conn_id
+        if conn_id in core.out_of_room and self.queued < WRITE_HIGH_WATER and not self.closed:
+            self.server.hub.apply(core.set_output_room(conn_id, WRITE_HIGH_WATER - self.queued))
 
     def abort(self) -> None:
         self.closed = True
@@ -66,6 +81,8 @@ class _WsStomp:
                 await self.ws.send(data)
             else:
                 await self.ws.send(text)
+            self.queued -= len(data)
+            self._give_room()
         await self.ws.close()
 
     def receive(self, message: str | bytes) -> None:
