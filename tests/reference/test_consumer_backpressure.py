@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from proton.reactor import AtMostOnce
+from proton.utils import BlockingConnection
 
 from ackspec.reference.broker.core import BrokerCore
 from ackspec.reference.flow import WRITE_HIGH_WATER
@@ -89,3 +91,26 @@ def test_a_slow_auto_ack_consumer_is_not_handed_the_backlog(broker: EmbeddedBrok
     watcher.join(5)
     assert seqs == list(range(COUNT))  # none lost, none reordered, none twice
     assert 0 < peak[0] <= WRITE_HIGH_WATER + SLACK
+
+
+def test_a_slow_presettled_amqp_consumer_is_not_handed_the_backlog() -> None:
+    with EmbeddedBroker(persistent=False, amqp=True) as broker:
+        _fill(broker)
+        url = broker.amqp_url
+        assert url is not None
+        conn = BlockingConnection(url.removeprefix("amqp://"), timeout=20)
+        try:
+            receiver = conn.create_receiver(QUEUE, credit=COUNT, options=AtMostOnce())
+            deadline = time.monotonic() + 20
+            while not broker.call(lambda core: bool(core.out_of_room)):  # stalled: nobody reads the socket
+                assert time.monotonic() < deadline, "dispatch to the stalled AMQP consumer never held"
+                time.sleep(0.01)
+            assert broker.call(lambda core: core.queue_depth(QUEUE)) > COUNT // 2  # the backlog stayed queued
+            seqs = []
+            for _ in range(COUNT):
+                msg = receiver.receive(timeout=20)
+                assert bytes(msg.body) == BODY
+                seqs.append(int(msg.properties["seq"]))
+            assert seqs == list(range(COUNT))
+        finally:
+            conn.close()
