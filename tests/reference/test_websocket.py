@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,10 @@ import pytest
 import stomp
 import websocket
 
+from ackspec.adapters.base import AckMode
+from ackspec.adapters.stomp_py import StompPyAdapter, StompPyClient
 from ackspec.conformance.rawstomp import RawStompWs, frame
+from ackspec.history import Recorder
 
 
 @pytest.fixture
@@ -82,3 +86,34 @@ def test_frames_split_over_messages_and_a_receipt(broker: dict[str, str]) -> Non
 def test_a_handshake_without_a_stomp_subprotocol_is_refused(broker: dict[str, str]) -> None:
     with pytest.raises(websocket.WebSocketBadStatusException):
         websocket.create_connection(f"ws://127.0.0.1:{_port(broker['ws'])}/", timeout=5)
+
+
+def test_an_idle_stomp_py_connection_over_websocket_stays_open(broker: dict[str, str], tmp_path: Path) -> None:
+    """stomp.py's WebSocket transport gives its connect timeout to every read, and its reader takes a read
+    timeout for the end of the stream: a client that waited longer than its timeout for a message lost its
+    connection (test_queue_state_machine over ws:// ended with 'connection is closed'). The idle period is
+    the condition under test, so it is waited out; the send after it must be confirmed by its receipt."""
+    timeout = 0.5
+    adapter = StompPyAdapter(broker["ws"], Recorder("idle", target=broker["ws"], path=tmp_path / "h.jsonl"),
+                             timeout=timeout)
+    client = adapter.client("idle")
+    sub = client.subscribe("/queue/ws.idle", ack=AckMode.AUTO)
+    assert client.receive(sub, timeout * 3) is None  # idle for three read timeouts: nothing was sent
+    assert client.send("/queue/ws.idle", b"after idle", seq=1, producer="p1").confirmed
+    delivery = client.receive(sub)
+    assert delivery is not None and delivery.body == b"after idle"
+    client.disconnect()
+
+
+def test_a_crash_over_websocket_ends_the_reader_at_once(broker: dict[str, str], tmp_path: Path) -> None:
+    """A crashed client's reader thread must end when its socket is dropped, not when a read times out
+    (closing the file descriptor does not wake a thread blocked on it; shutting the socket down does)."""
+    timeout = 30.0
+    adapter = StompPyAdapter(broker["ws"], Recorder("crash", target=broker["ws"], path=tmp_path / "h.jsonl"),
+                             timeout=timeout)
+    client = adapter.client("crash")
+    assert isinstance(client, StompPyClient)
+    started = time.monotonic()
+    client.crash()  # joins the reader for up to the timeout
+    assert time.monotonic() - started < timeout / 3, "the crash waited for a read timeout to end the reader"
+    assert not client.conn.transport.io_thread.is_alive()

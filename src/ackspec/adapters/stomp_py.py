@@ -43,6 +43,7 @@ from ackspec.adapters.base import (
     SendResult,
 )
 from ackspec.adapters.settings import TargetSettings
+from ackspec.adapters.stomp_ws import ws_connection
 from ackspec.history import PRODUCER_HEADER, SEQ_HEADER, Recorder
 
 
@@ -73,19 +74,14 @@ class _FrameQueue:
     connected_headers: dict[str, str] = field(default_factory=dict)
 
 
-WS_SUBPROTOCOL = "v12.stomp"
-
-
 def _connection(settings: TargetSettings, heartbeats: tuple[int, int], timeout: float) -> Any:
-    """stomp.py's STOMP 1.2 connection to the target: over TCP, or over WebSocket (``ws://``: subprotocol
-    v12.stomp, each frame one binary message, since a body need not be UTF-8) through stomp.py's WebSocket
-    transport."""
-    common: dict[str, Any] = {"heartbeats": heartbeats, "vhost": settings.vhost, "auto_decode": False,
-                              "reconnect_attempts_max": 1, "timeout": timeout}
+    """stomp.py's STOMP 1.2 connection to the target: over TCP, or over WebSocket (``ws://``) through
+    stomp.py's WebSocket transport, kept from closing an idle connection (:mod:`ackspec.adapters.stomp_ws`)."""
+    common: dict[str, Any] = {"vhost": settings.vhost, "auto_decode": False, "reconnect_attempts_max": 1,
+                              "timeout": timeout}
     if settings.websocket_path is None:
-        return stomp.StompConnection12([(settings.host, settings.port)], **common)
-    return stomp.WSStompConnection([(settings.host, settings.port)], ws_path=settings.websocket_path,
-                                   header={"Sec-WebSocket-Protocol": WS_SUBPROTOCOL}, binary_mode=True, **common)
+        return stomp.StompConnection12([(settings.host, settings.port)], heartbeats=heartbeats, **common)
+    return ws_connection(settings.host, settings.port, settings.websocket_path, heartbeats=heartbeats, **common)
 
 
 class _Listener(stomp.ConnectionListener):  # type: ignore[misc]
