@@ -5,6 +5,7 @@ certificate. Certificates are made at test time (tests/reference/tls_certs.py)."
 from __future__ import annotations
 
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,8 +16,10 @@ import pytest
 from ackspec.adapters.amqp_proton import ProtonAdapter
 from ackspec.adapters.base import AckMode, AdapterError
 from ackspec.adapters.registry import open_adapter
+from ackspec.adapters.settings import TargetSettings
 from ackspec.adapters.stomp_py import StompPyAdapter
 from ackspec.cli import main
+from ackspec.conformance.rawstomp import RawStompWs
 from ackspec.errors import AckspecError
 from ackspec.history import Recorder
 from ackspec.reference.server import EmbeddedBroker
@@ -125,3 +128,56 @@ def test_the_suite_runs_over_tls(broker: EmbeddedBroker, certs: Certs, tmp_path:
                           check=False, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert " pass" in proc.stdout and "fail" not in proc.stdout.split("requirements:")[-1].splitlines()[0]
+
+
+@pytest.fixture(scope="module")
+def wss_broker(certs: Certs) -> Iterator[str]:
+    """``ackspec broker --ws`` with ``--tls-cert/--tls-key``: the ``wss://`` URL it announces."""
+    proc = subprocess.Popen([sys.executable, "-m", "ackspec", "broker", "--stomp", "127.0.0.1:0", "--ws",
+                             "127.0.0.1:0", "--tls-cert", str(certs.cert), "--tls-key", str(certs.key)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    try:
+        lines = [proc.stdout.readline() for _ in range(2)]
+        wss = [line.split()[-1] for line in lines if line.startswith("ackspec broker: wss://")]
+        assert wss, lines
+        yield wss[0]
+    finally:
+        proc.terminate()
+        _out, err = proc.communicate(timeout=15)
+        assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])  # localhost: the name is verified too
+def test_stomp_over_wss_with_the_suite_driver(wss_broker: str, certs: Certs, host: str) -> None:
+    adapter = open_adapter(f"{wss_broker.replace('127.0.0.1', host)}?cafile={certs.ca}", Recorder("tls"))
+    assert isinstance(adapter, StompPyAdapter)
+    client = adapter.client("w")
+    sub = client.subscribe("/queue/tls.wss", ack=AckMode.CLIENT_INDIVIDUAL)
+    assert client.send("/queue/tls.wss", b"secret", seq=1, producer="p", persistent=True).confirmed
+    got = client.receive(sub, 5)
+    assert got is not None and got.body == b"secret"
+    client.ack(got)
+    client.disconnect()
+
+
+def test_raw_stomp_over_wss_verifies_the_certificate(wss_broker: str, certs: Certs, tmp_path: Path) -> None:
+    """The suite's raw WebSocket client (the protocol tests' driver) speaks wss:// too, and verifies."""
+    def raw(cafile: Path) -> RawStompWs:
+        settings = TargetSettings.from_url(f"{wss_broker}?cafile={cafile}")
+        return RawStompWs(settings.host, settings.port, tls=settings.client_tls_context(),
+                          path=settings.websocket_path or "/")
+
+    client = raw(certs.ca)
+    reply = client.connect()
+    assert reply is not None and reply.command == "CONNECTED" and client.subprotocol == "v12.stomp"
+    client.close()
+    with pytest.raises(ssl.SSLCertVerificationError):
+        raw(make_certs(tmp_path, "some other CA").ca)
+
+
+def test_a_wss_certificate_from_another_ca_is_refused(wss_broker: str, tmp_path: Path) -> None:
+    other = make_certs(tmp_path, "some other CA")
+    with pytest.raises(AdapterError):
+        client = open_adapter(f"{wss_broker}?cafile={other.ca}", Recorder("tls")).client("x")
+        client.send("/queue/tls.never", b"x", seq=1, producer="p", persistent=True)

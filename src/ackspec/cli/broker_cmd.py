@@ -84,7 +84,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--allow-anonymous", action="store_true",
                    help="with --users: also accept connections without a login")
     p.add_argument("--tls-cert", metavar="PEM", default=None,
-                   help="serve TLS with this certificate (chain): stomp+ssl:// and amqps:// (needs --tls-key)")
+                   help="serve TLS with this certificate (chain): stomp+ssl://, amqps:// and wss:// (needs --tls-key)")
     p.add_argument("--tls-key", metavar="PEM", default=None, help="the private key of --tls-cert")
     p.add_argument("--no-sync-transactional", action="store_true",
                    help="confirm COMMIT before fsync (journal-sync-transactional=false)")
