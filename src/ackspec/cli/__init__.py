@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -76,7 +77,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ackspec: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
     return code
+
+
+def _reader_went_away() -> int:
+    """The reader of our output closed it (``ackspec spec list | head``): stop quietly, as a
+    command killed by SIGPIPE would. Python would otherwise fail again flushing stdout at
+    exit, so stdout is pointed at /dev/null first."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + 13  # the shell's status for a command ended by SIGPIPE
 
 
 if __name__ == "__main__":  # pragma: no cover
