@@ -1,7 +1,7 @@
 """Soak benchmark of the reference broker (issue 20): memory under a 1 GB backlog with 2,000 idle connections,
 receipted messages across SIGKILL cycles, and journal damage.
 
-    python benchmarks/soak.py memory [--backlog-mb 1024] [--idle 2000] [--bound-mb 640]
+    python benchmarks/soak.py memory [--backlog-mb 1024] [--idle 2000] [--bound-mb 640] [--ack client|auto]
     python benchmarks/soak.py kill   [--cycles 50]
     python benchmarks/soak.py damage [--records 2000] [--cases 200]
     python benchmarks/soak.py churn                (4 x 2,000 AMQP connections opened and closed)
@@ -14,7 +14,8 @@ Each part prints one line of figures and exits 1 when its claim does not hold:
   4 KiB non-persistent messages at a queue nobody reads; once the producer is held back, a slow consumer
   (client acknowledgements, cumulative every 500, prefetch 1000) drains the queue and the producer
   finishes. The claim: the broker's peak resident memory (VmHWM) stays under ``--bound-mb``, and every
-  message arrives.
+  message arrives. ``--ack auto``: the consumer subscribes ``ack:auto`` (no prefetch bound, nothing to
+  acknowledge), so only the broker's consumer back-pressure keeps the backlog out of its output buffers.
 * ``kill``: ``--cycles`` times: start a broker on a data directory, send persistent messages with receipts
   for a random 0.05-0.4 s, SIGKILL the broker mid-stream. Then start it once more and drain the queue. The
   claim: no receipted message is missing (0 lost) and nothing that was never sent appears.
@@ -97,7 +98,7 @@ class Stomp:
         self.sock = socket.create_connection(address, timeout=timeout)
         self.parser = FrameParser()
         self.pending: list[Frame] = []
-        self.send("CONNECT", **{"accept-version": "1.2", "host": "/"})
+        self.send("CONNECT", b"", **{"accept-version": "1.2", "host": "/"})
         assert self.recv().command == "CONNECTED"
 
     def send(self, command: str, body: bytes = b"", **headers: str) -> None:
@@ -150,7 +151,20 @@ def _idle_connections(broker: Broker, count: int) -> list[Any]:
     return held
 
 
-def memory(backlog_mb: int, idle: int, bound_mb: float) -> dict[str, Any]:
+def _consume(consumer: Stomp, ack: str) -> int:
+    """Read until the ``end`` message; ``ack="client"``: acknowledge cumulatively every 500 messages."""
+    received = 0
+    while True:
+        f = consumer.recv()
+        if f.command == "MESSAGE":
+            received += 1
+            if ack == "client" and (received % 500 == 0 or f.body == b"end"):
+                consumer.send("ACK", id=f.get("ack") or "")  # cumulative
+            if f.body == b"end":
+                return received
+
+
+def memory(backlog_mb: int, idle: int, bound_mb: float, ack: str = "client") -> dict[str, Any]:
     body = b"m" * 4096
     count = backlog_mb * MiB // len(body)
     broker = Broker("--max-connections", str(idle + 100), amqp=True)
@@ -172,18 +186,10 @@ def memory(backlog_mb: int, idle: int, bound_mb: float) -> dict[str, Any]:
         thread.start()
         thread.join(10)  # the producer is held back long before 1 GB: the join times out
         held_back = thread.is_alive()
-        consumer = Stomp(broker.stomp)  # a slow consumer: client acks, 1000 unacknowledged at most
-        consumer.send("SUBSCRIBE", destination="/queue/soak", id="1", ack="client",
-                      **{"activemq.prefetchSize": "1000"})
-        received = 0
-        while True:
-            f = consumer.recv()
-            if f.command == "MESSAGE":
-                received += 1
-                if received % 500 == 0 or f.body == b"end":
-                    consumer.send("ACK", id=f.get("ack") or "")  # cumulative
-                if f.body == b"end":
-                    break
+        consumer = Stomp(broker.stomp)  # a slow consumer: client acks, 1000 unacknowledged at most; or ack:auto
+        prefetch = {"activemq.prefetchSize": "1000"} if ack == "client" else {}
+        consumer.send("SUBSCRIBE", b"", destination="/queue/soak", id="1", ack=ack, **prefetch)
+        received = _consume(consumer, ack)
         thread.join(60)
         seconds = time.monotonic() - started
         peak = broker.peak_rss_mb()
@@ -193,7 +199,7 @@ def memory(backlog_mb: int, idle: int, bound_mb: float) -> dict[str, Any]:
         broker.stop()
     expected = (count // 256) * 256 + 1
     ok = peak < bound_mb and received == expected and held_back
-    return {"part": "memory", "ok": ok, "backlog_mb": backlog_mb, "idle_connections": idle,
+    return {"part": "memory", "ok": ok, "ack": ack, "backlog_mb": backlog_mb, "idle_connections": idle,
             "messages": expected, "received": received, "producer_held_back": held_back,
             "rss_start_mb": round(base, 1), "rss_with_idle_mb": round(with_idle, 1),
             "rss_peak_mb": round(peak, 1), "bound_mb": bound_mb, "seconds": round(seconds, 1)}
@@ -355,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backlog-mb", type=int, default=1024)
     p.add_argument("--idle", type=int, default=2000)
     p.add_argument("--bound-mb", type=float, default=640.0)
+    p.add_argument("--ack", choices=("client", "auto"), default="client", help="memory: the consumer's ack mode")
     p.add_argument("--cycles", type=int, default=50)
     p.add_argument("--records", type=int, default=2000)
     p.add_argument("--cases", type=int, default=200)
@@ -365,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     parts: dict[str, Callable[[], dict[str, Any]]] = {
         "damage": lambda: damage(args.records, args.cases, seed),
         "kill": lambda: kill(args.cycles, seed),
-        "memory": lambda: memory(args.backlog_mb, args.idle, args.bound_mb),
+        "memory": lambda: memory(args.backlog_mb, args.idle, args.bound_mb, args.ack),
         "churn": lambda: churn(2000, 4),
     }
     results = []
