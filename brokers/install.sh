@@ -9,7 +9,7 @@
 #   artemis    apache-artemis-<ver>-bin.tar.gz from Maven Central (mvn dependency:copy), unpacked
 #              under .brokers/dist/.
 #   activemq6  ActiveMQ Classic 6.x: the apache-activemq -bin.tar.gz is not in the registry, so the
-#              broker's own modules (broker, stomp, amqp, kahadb, spring, console) are fetched with
+#              broker's own modules (broker, stomp, amqp, http for ws://, kahadb, spring, console) are fetched with
 #              mvn dependency:copy-dependencies into .brokers/dist/activemq6-<ver>/lib.
 # Needs root for apt-get (Debian packages), Java 17 and Maven for the others.
 source "$(dirname "$0")/common.sh"
@@ -69,7 +69,9 @@ install_artemis() {
 
 install_activemq6() {
   local dir="$DIST_HOME/activemq6-$ACTIVEMQ6_VERSION"
-  if [[ -f "$dir/lib/activemq-broker-$ACTIVEMQ6_VERSION.jar" && -f "$dir/.complete" ]]; then
+  # activemq-http: an install from before the ws:// connector lacks it and is redone
+  if [[ -f "$dir/lib/activemq-broker-$ACTIVEMQ6_VERSION.jar" && -f "$dir/lib/activemq-http-$ACTIVEMQ6_VERSION.jar" \
+        && -f "$dir/.complete" ]]; then
     log "activemq6: $ACTIVEMQ6_VERSION already in ${dir#"$REPO_ROOT"/}"
     return 0
   fi
@@ -78,8 +80,9 @@ install_activemq6() {
   sed -e "s/@ACTIVEMQ6_VERSION@/$ACTIVEMQ6_VERSION/" \
       -e "s/@SPRING_VERSION@/$ACTIVEMQ6_SPRING_VERSION/" \
       -e "s/@LOG4J_VERSION@/$ACTIVEMQ6_LOG4J_VERSION/" \
+      -e "s/@JETTY_VERSION@/$ACTIVEMQ6_JETTY_VERSION/" \
       "$BROKERS_SRC/activemq6/runtime-pom.xml" >"$dir/pom.xml"
-  log "activemq6: mvn dependency:copy-dependencies (activemq-broker/stomp/amqp/kahadb-store/spring/console $ACTIVEMQ6_VERSION)"
+  log "activemq6: mvn dependency:copy-dependencies (activemq-broker/stomp/amqp/http/kahadb-store/spring/console $ACTIVEMQ6_VERSION)"
   rm -rf "$dir/lib"
   mvn -B -q -f "$dir/pom.xml" org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies \
     -DoutputDirectory="$dir/lib" -DincludeScope=runtime >"$dir/mvn.log" 2>&1 \
@@ -87,6 +90,7 @@ install_activemq6() {
   # spring-jcl replaces commons-logging; both on the class path only produce a warning.
   rm -f "$dir"/lib/commons-logging-*.jar
   [[ -f "$dir/lib/activemq-broker-$ACTIVEMQ6_VERSION.jar" ]] || die "activemq6: activemq-broker jar missing"
+  [[ -f "$dir/lib/activemq-http-$ACTIVEMQ6_VERSION.jar" ]] || die "activemq6: activemq-http jar (ws://) missing"
   touch "$dir/.complete"
   log "activemq6: $ACTIVEMQ6_VERSION installed in ${dir#"$REPO_ROOT"/} ($(find "$dir/lib" -name '*.jar' | wc -l) jars)"
 }
@@ -95,7 +99,7 @@ for name in "${names[@]}"; do
   case "$name" in
     rabbitmq)
       apt_install rabbitmq-server
-      for plugin in rabbitmq_stomp rabbitmq_amqp1_0; do
+      for plugin in rabbitmq_stomp rabbitmq_web_stomp rabbitmq_amqp1_0; do
         compgen -G "/usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins/$plugin-*" >/dev/null \
           || die "rabbitmq: plugin $plugin not shipped by the installed package"
       done

@@ -48,12 +48,14 @@ start_rabbitmq() {
   cat >"$run/rabbitmq.conf" <<EOF
 listeners.tcp.1 = 127.0.0.1:$RABBITMQ_AMQP_PORT
 stomp.listeners.tcp.1 = 127.0.0.1:$RABBITMQ_STOMP_PORT
+web_stomp.tcp.ip = 127.0.0.1
+web_stomp.tcp.port = $RABBITMQ_WS_PORT
 loopback_users.guest = true
 stomp.default_vhost = /
 log.file.level = info
 log.console = false
 EOF
-  echo '[rabbitmq_stomp,rabbitmq_amqp1_0].' >"$run/enabled_plugins"
+  echo '[rabbitmq_stomp,rabbitmq_web_stomp,rabbitmq_amqp1_0].' >"$run/enabled_plugins"
   : >"$run/rabbitmq-env.conf"
   # epmd: reuse one that listens already; otherwise start our own (loopback only) and remember it.
   if port_open "$EPMD_PORT"; then
@@ -174,7 +176,7 @@ start_activemq6() {
   [[ -f "$home/.complete" ]] || die "activemq6: $ACTIVEMQ6_VERSION not installed; run brokers/install.sh activemq6"
   write_activemq_xml ackspec-activemq6 "$ACTIVEMQ6_SYSTEM_USAGE" \
     "openwire=tcp://127.0.0.1:$ACTIVEMQ6_OPENWIRE_PORT" "stomp=stomp://127.0.0.1:$ACTIVEMQ6_STOMP_PORT" \
-    "amqp=amqp://127.0.0.1:$ACTIVEMQ6_AMQP_PORT"
+    "amqp=amqp://127.0.0.1:$ACTIVEMQ6_AMQP_PORT" "ws=ws://127.0.0.1:$ACTIVEMQ6_WS_PORT"
   cat >"$run/conf/log4j2.properties" <<EOF
 rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = file

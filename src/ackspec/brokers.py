@@ -29,10 +29,16 @@ class BrokerInfo:
     passcode: str
     vhost: str
     profile: str
+    ws_port: int | None = None  # STOMP over WebSocket; Artemis's STOMP acceptor takes it on its STOMP port
+    ws_path: str = "/"
 
     @property
     def stomp_url(self) -> str:
         return f"stomp://127.0.0.1:{self.stomp_port}"
+
+    @property
+    def ws_url(self) -> str | None:
+        return None if self.ws_port is None else f"ws://127.0.0.1:{self.ws_port}{self.ws_path}"
 
     @property
     def amqp_url(self) -> str | None:
@@ -43,13 +49,13 @@ BROKERS: dict[str, BrokerInfo] = {
     info.name: info
     for info in (
         BrokerInfo("rabbitmq", "RabbitMQ 3.10 (Debian)", 61614, 5672,
-                   (("erlang-dist", 25672), ("epmd", 4369)), "guest", "guest", "/", "rabbitmq-3.10"),
+                   (("erlang-dist", 25672), ("epmd", 4369)), "guest", "guest", "/", "rabbitmq-3.10", 15674, "/ws"),
         BrokerInfo("activemq", "ActiveMQ Classic 5.17 (Debian)", 61613, None,
                    (("openwire", 61616),), "admin", "admin", "127.0.0.1", "activemq-5.17"),
         BrokerInfo("artemis", "ActiveMQ Artemis 2.x (Maven Central)", 61617, 5673,
-                   (("core", 61620),), "admin", "admin", "127.0.0.1", "artemis-2"),
+                   (("core", 61620),), "admin", "admin", "127.0.0.1", "artemis-2", 61617),
         BrokerInfo("activemq6", "ActiveMQ Classic 6.x (Maven Central)", 61618, 5674,
-                   (("openwire", 61619),), "admin", "admin", "127.0.0.1", "activemq-6"),
+                   (("openwire", 61619),), "admin", "admin", "127.0.0.1", "activemq-6", 61621),
     )
 }
 """Port table; brokers/common.sh holds the same numbers (tests/brokers checks they agree)."""

@@ -28,12 +28,17 @@ def test_python_table_matches_common_sh() -> None:
             assert ports[f"{prefix}_AMQP_PORT"] == info.amqp_port
         else:
             assert f"{prefix}_AMQP_PORT" not in ports
+        if info.ws_port is not None and info.ws_port != info.stomp_port:  # Artemis: one acceptor for both
+            assert ports[f"{prefix}_WS_PORT"] == info.ws_port
+        else:
+            assert f"{prefix}_WS_PORT" not in ports
 
 
 def test_all_ports_distinct_so_all_brokers_run_at_once() -> None:
     ports = [info.stomp_port for info in brokers.BROKERS.values()]
     ports += [info.amqp_port for info in brokers.BROKERS.values() if info.amqp_port is not None]
     ports += [port for info in brokers.BROKERS.values() for _, port in info.other_ports]
+    ports += [info.ws_port for info in brokers.BROKERS.values() if info.ws_port not in (None, info.stomp_port)]
     assert len(ports) == len(set(ports))
     assert set(_shell_ports().values()) == set(ports)
 
