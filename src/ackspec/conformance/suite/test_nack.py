@@ -11,8 +11,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ackspec.adapters.base import AckMode, Capability, Delivery
+from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.suite.support import left_after_disconnect, received
 from ackspec.conformance.verdicts import Checks, check
@@ -34,18 +37,35 @@ def test_nack_individual_covers_one(harness: Harness) -> None:
 
 @requirement("STOMP-NACK-CLIENT-CUMULATIVE")
 def test_nack_client_mode_is_cumulative(harness: Harness) -> None:
-    c1, q, sub, got = received(harness, 3, "STOMP-NACK-CLIENT-CUMULATIVE", ack=AckMode.CLIENT, prefetch=10)
-    c1.nack(got[1])  # covers seqs 0 and 1; seq 2 stays held
+    """Any number of messages (2..6) received in client mode and any one of them after the first NACKed: the
+    NACK covers it and every earlier one, whatever the broker then does with them."""
+
+    @hypothesis_settings()
+    @hypothesis_seed()
+    @given(data=st.data(), count=st.integers(2, 6))
+    def cumulative(data: st.DataObject, count: int) -> None:
+        _nack_covers_earlier(harness, count, data.draw(st.integers(1, count - 1), label="nacked"))
+
+    cumulative()
+
+
+def _nack_covers_earlier(harness: Harness, count: int, nacked: int) -> None:
+    c1, q, sub, got = received(harness, count, "STOMP-NACK-CLIENT-CUMULATIVE", ack=AckMode.CLIENT, prefetch=10)
+    harness.expect_dropped(q, range(nacked + 1), reason="NACKed: the broker may redeliver, drop or dead-letter it")
+    c1.nack(got[nacked])  # covers seqs 0 .. nacked; the later ones stay held
     live = seqs(harness.barrier(c1, q, c1, sub))
-    if 1 in live:  # the broker redelivers NACKed messages at once: so must seq 0 come back
-        check(0 in live, "STOMP-NACK-CLIENT-CUMULATIVE",
-              f"NACK of seq 1 redelivered {live} but not the earlier seq 0")
+    earlier = set(range(nacked))
+    if nacked in live:  # the broker redelivers NACKed messages at once: so must every earlier one come back
+        check(earlier <= set(live), "STOMP-NACK-CLIENT-CUMULATIVE",
+              f"NACK of seq {nacked} redelivered {live} but not all the earlier seqs {sorted(earlier)}")
+        c1.disconnect()
         return
     back = left_after_disconnect(harness, c1, q)
-    # not redelivered live: NACKed messages were discarded or dead-lettered. Seq 0 returning on
-    # disconnect while seq 1 did not means the NACK did not cover it.
-    check(not (0 in back and 1 not in back), "STOMP-NACK-CLIENT-CUMULATIVE",
-          f"NACK of seq 1 in client mode left seq 0 unacknowledged (returned on disconnect: {back})")
+    # not redelivered live: NACKed messages were discarded or dead-lettered. An earlier seq returning on
+    # disconnect while the NACKed one did not means the NACK did not cover it.
+    left = sorted(earlier & set(back))
+    check(not (left and nacked not in back), "STOMP-NACK-CLIENT-CUMULATIVE",
+          f"NACK of seq {nacked} in client mode left seqs {left} unacknowledged (returned on disconnect: {back})")
 
 
 def _delivered_across_crashes(harness: Harness, n: int) -> list[Delivery]:
