@@ -29,7 +29,7 @@ from ackspec.adapters.base import AckMode, Capability, Client, Delivery
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import Harness
 from ackspec.conformance.markers import requirement
-from ackspec.conformance.model import RETURNED_LOST, QueueModel
+from ackspec.conformance.model import ABORTED_ACK_LOST, DUPLICATE_AFTER_ACK, RETURNED_LOST, QueueModel
 from ackspec.conformance.strategies import drawn
 
 SUBSCRIPTIONS = ("a", "b")
@@ -118,3 +118,46 @@ def test_any_acknowledgement_pattern_leaves_what_the_model_says(harness: Harness
         _pattern(harness, modes, sent, steps)
 
     pattern()
+
+
+def _transaction_of_acks(harness: Harness, sent: int, acked: frozenset[int], commit: bool) -> None:
+    """``sent`` messages received (client-individual), the ``acked`` ones ACKed inside one transaction that
+    then commits or aborts; the connection goes and a fresh consumer finds the rest."""
+    client = harness.client("tx-acking")
+    s = _Subscription(harness, client, "tx", AckMode.CLIENT_INDIVIDUAL, sent)
+    s.receive(harness, client, sent)
+    tx = client.begin("acks")
+    chosen = [d for d in s.got if d.seq in acked]
+    for d in chosen:
+        client.ack(d, transaction=tx)
+    if commit:
+        client.commit(tx)
+        for d in chosen:
+            s.model.acked(s.sub, d.seq or 0)
+    else:
+        client.abort(tx)
+        s.model.tx_acks_aborted(s.sub, [d.seq or 0 for d in chosen])
+    client.disconnect()
+    s.model.closed(s.sub)
+    s.model.rules[RETURNED_LOST] = "STOMP-ACK-IN-TRANSACTION" if commit else ABORTED_ACK_LOST
+    s.model.rules[DUPLICATE_AFTER_ACK] = "STOMP-ACK-IN-TRANSACTION"
+    s.model.subscribed("drain", AckMode.AUTO)
+    for d in harness.drain(s.queue):
+        s.model.delivered("drain", d.seq, d.body, d.redelivered, d.delivery_count)
+    s.model.final()
+
+
+@requirement("STOMP-ACK-IN-TRANSACTION", "STOMP-TX-ABORT-ACKS-UNDONE")
+def test_acks_in_a_transaction_take_effect_at_its_end(harness: Harness) -> None:
+    """Any subset of 1..5 received messages ACKed in a transaction: after COMMIT exactly those are consumed
+    (a committed one back, or an unACKed one lost: STOMP-ACK-IN-TRANSACTION); after ABORT none is, so all
+    come back once the connection ends (STOMP-TX-ABORT-ACKS-UNDONE)."""
+
+    @hypothesis_settings()
+    @hypothesis_seed()
+    @given(data=st.data(), sent=st.integers(1, MAX_SENT), commit=st.booleans())
+    def transaction(data: st.DataObject, sent: int, commit: bool) -> None:
+        acked = data.draw(st.frozensets(st.integers(0, sent - 1), min_size=1), label="acked")
+        _transaction_of_acks(harness, sent, acked, commit)
+
+    transaction()
