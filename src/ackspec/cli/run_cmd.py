@@ -427,7 +427,7 @@ def unexercised_deviations(results: RunResults) -> list[str]:
     A documented deviation whose requirement was only not-applicable (or not run) is not evidence
     either way: listed so that profiles do not keep deviations no run can confirm.
     """
-    from ackspec.conformance.target import ProfileError, deviations_of, load_profile  # noqa: PLC0415
+    from ackspec.conformance.target import ProfileError, deviations_of, load_profile, scope_protocol  # noqa: PLC0415
 
     name = results.target.profile
     if not name:
@@ -443,9 +443,8 @@ def unexercised_deviations(results: RunResults) -> list[str]:
         deviations = deviations_of(load_profile(name))
     except ProfileError:
         return []
-    protocol = results.target.protocol or ""
-    return sorted({d.requirement for d in deviations
-                   if d.requirement not in shown and (not d.protocols or not protocol or protocol in d.protocols)})
+    protocol = scope_protocol(results.target.protocol, results.target.url)
+    return sorted({d.requirement for d in deviations if d.requirement not in shown and d.covers_protocol(protocol)})
 
 
 def _note_unexercised(console: Any, results: RunResults) -> None:

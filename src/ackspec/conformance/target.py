@@ -93,6 +93,19 @@ def _as_mapping(obj: Any) -> dict[str, Any]:
     raise ProfileError(f"cannot read profile object of type {type(obj).__name__}")
 
 
+WEBSOCKET_SCOPE = "stomp-ws"
+"""The deviation scope of STOMP over WebSocket: what a broker's WebSocket listener does differently."""
+
+
+def scope_protocol(protocol: str | None, url: str) -> str | None:
+    """The protocol a deviation's ``protocols`` scope is matched against: ``stomp-ws`` for a STOMP target
+    reached over WebSocket (``ws://``, ``wss://``), else the protocol itself."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if protocol == "stomp" and scheme in ("ws", "wss"):
+        return WEBSOCKET_SCOPE
+    return protocol or None
+
+
 @dataclass(frozen=True, slots=True)
 class KnownDeviation:
     requirement: str
@@ -102,8 +115,15 @@ class KnownDeviation:
     intermittent: bool = False  # shows in some runs only: a run where it held is a pass, not stale
     check: str | None = None  # glob the failure's message must match (what was observed)
 
+    def covers_protocol(self, protocol: str | None) -> bool:
+        """Whether the ``protocols`` scope takes in ``protocol`` (a :func:`scope_protocol`): ``stomp``
+        covers STOMP over TCP and over WebSocket (the same STOMP behaviour), ``stomp-ws`` only the latter."""
+        if not self.protocols or not protocol:
+            return True
+        return protocol in self.protocols or (protocol == WEBSOCKET_SCOPE and "stomp" in self.protocols)
+
     def applies_to(self, nodeid: str, protocol: str | None = None) -> bool:
-        if self.protocols and protocol and protocol not in self.protocols:
+        if not self.covers_protocol(protocol):
             return False
         if not self.test:
             return True
@@ -179,14 +199,19 @@ class Target:
     protocol: str = ""
     restart: RestartCommand | None = None  # how to restart a real target (--restart-command)
 
+    @property
+    def deviation_scope(self) -> str | None:
+        """What the deviations' ``protocols`` scopes are matched against (:func:`scope_protocol`)."""
+        return scope_protocol(self.protocol, self.url)
+
     def deviations_for(self, nodeid: str) -> dict[str, str]:
         """``{requirement: reason}`` of the deviations that apply to one test."""
-        return {d.requirement: d.reason for d in self.deviations if d.applies_to(nodeid, self.protocol or None)}
+        return {d.requirement: d.reason for d in self.deviations if d.applies_to(nodeid, self.deviation_scope)}
 
     def excuse_for(self, nodeid: str) -> Callable[[str, str], str | None]:
         """``excuse(requirement, message)``: the reason of the deviation that documents this failure of
         the requirement in this test, or None when none does (then it stays a failure)."""
-        scoped = [d for d in self.deviations if d.applies_to(nodeid, self.protocol or None)]
+        scoped = [d for d in self.deviations if d.applies_to(nodeid, self.deviation_scope)]
 
         def excuse(requirement: str, message: str) -> str | None:
             return next((d.reason for d in scoped if d.requirement == requirement and d.excuses(message)), None)
@@ -196,7 +221,7 @@ class Target:
     def intermittent_for(self, nodeid: str) -> frozenset[str]:
         """Requirements whose deviation for this test shows in some runs only."""
         return frozenset(d.requirement for d in self.deviations
-                         if d.intermittent and d.applies_to(nodeid, self.protocol or None))
+                         if d.intermittent and d.applies_to(nodeid, self.deviation_scope))
 
     @property
     def embedded(self) -> bool:

@@ -258,6 +258,8 @@ def judge_anomalies(runs: Sequence[_Run], anomalies: Sequence[Anomaly]) -> dict[
     The verdict is ``fail``, or ``deviation`` when the run's profile documents a deviation of
     that requirement for that test.
     """
+    from ackspec.conformance.target import scope_protocol  # noqa: PLC0415  # as _profile_deviations
+
     outcomes: dict[tuple[str, str], set[Verdict]] = defaultdict(set)
     for run in runs:
         for result in run.results.tests:
@@ -273,9 +275,9 @@ def judge_anomalies(runs: Sequence[_Run], anomalies: Sequence[Anomaly]) -> dict[
         profile = run.results.target.profile or ""
         if profile not in profiles:
             profiles[profile] = _profile_deviations(profile)
+        scope = scope_protocol(run.results.target.protocol, run.results.target.url)
         reason = next((d.reason or "documented deviation" for d in profiles[profile]
-                       if d.requirement == anomaly.requirement
-                       and d.applies_to(anomaly.test, run.results.target.protocol)), None)
+                       if d.requirement == anomaly.requirement and d.applies_to(anomaly.test, scope)), None)
         judged[anomaly] = ((Verdict.DEVIATION, f"documented deviation: {reason}") if reason is not None
                            else (Verdict.FAIL, f"{anomaly.detail} (history check)"))
     return judged

@@ -1,0 +1,25 @@
+"""A deviation's ``protocols`` scope and STOMP over WebSocket: ``stomp`` is the same STOMP behaviour over
+TCP and WebSocket, ``stomp-ws`` is what a broker's WebSocket listener alone does."""
+
+from __future__ import annotations
+
+from ackspec.conformance.target import WEBSOCKET_SCOPE, KnownDeviation, scope_protocol
+
+
+def test_a_websocket_target_is_matched_as_stomp_ws() -> None:
+    assert scope_protocol("stomp", "ws://127.0.0.1:15674/ws") == WEBSOCKET_SCOPE
+    assert scope_protocol("stomp", "wss://127.0.0.1:15674/ws") == WEBSOCKET_SCOPE
+    assert scope_protocol("stomp", "stomp://127.0.0.1:61614") == "stomp"
+    assert scope_protocol("amqp", "amqp://127.0.0.1:5672") == "amqp"
+    assert scope_protocol("", "reference://embedded") is None
+
+
+def test_stomp_covers_both_transports_and_stomp_ws_only_websocket() -> None:
+    both = KnownDeviation("R", "why", "*test_x*", ("stomp",))
+    ws_only = KnownDeviation("R", "why", "*test_x*", ("stomp-ws",))
+    amqp = KnownDeviation("R", "why", "*test_x*", ("amqp",))
+    node = "suite/test_a.py::test_x"
+    assert both.applies_to(node, "stomp") and both.applies_to(node, WEBSOCKET_SCOPE)
+    assert ws_only.applies_to(node, WEBSOCKET_SCOPE) and not ws_only.applies_to(node, "stomp")
+    assert not amqp.applies_to(node, WEBSOCKET_SCOPE) and not amqp.applies_to(node, "stomp")
+    assert not ws_only.applies_to("suite/test_a.py::test_y", WEBSOCKET_SCOPE)
