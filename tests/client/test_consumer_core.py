@@ -103,3 +103,16 @@ def test_dups_ok_topic_batches_at_half() -> None:
     assert len(out) == 1 and len(out[0].messages) == 5
     q = core(AckMode.DUPS_OK_ACKNOWLEDGE, prefetch=10)
     assert q.optimize_batch == 7
+
+
+def test_dups_ok_topic_batch_is_not_split_by_a_slow_application() -> None:
+    """AMQ-DUPS-OK-TOPIC-BATCH: the batch goes out at 0.5 x prefetch, however long the application takes."""
+    clock = ManualClock()
+    c = core(AckMode.DUPS_OK_ACKNOWLEDGE, prefetch=10, topic=True, clock=clock)
+    out = []
+    for i in range(5):
+        out += c.on_consumed(msg(i))
+        clock.advance(10.0)  # far beyond any optimizeAcknowledgeTimeOut
+        assert c.next_deadline() is None
+        out += c.on_timer()
+    assert [len(r.messages) for r in out] == [5]

@@ -201,13 +201,20 @@ class ConsumerAckCore:
         records = self._take_delivered(AckType.REDELIVERED, reason)
         return records
 
+    @property
+    def flushes_on_timeout(self) -> bool:
+        """optimizeAcknowledgeTimeOut flushes lazy acks, except DUPS_OK's topic batch: that one goes out at
+        0.5 x prefetch only (AMQ-DUPS-OK-TOPIC-BATCH), so a slow application never splits it."""
+        return not (self.mode is AckMode.DUPS_OK_ACKNOWLEDGE and self.topic and not self.optimize)
+
     def on_timer(self) -> list[AckRecord]:
-        if self._consumed and self.clock.now() - self._last_ack_at >= self.timeout:
+        if (self._consumed and self.flushes_on_timeout
+                and self.clock.now() - self._last_ack_at >= self.timeout):
             return self._flush_consumed(f"optimizeAcknowledgeTimeOut {self.timeout}s passed")
         return []
 
     def next_deadline(self) -> float | None:
-        if not self._consumed:
+        if not self._consumed or not self.flushes_on_timeout:
             return None
         return self._last_ack_at + self.timeout
 
