@@ -82,12 +82,15 @@ class TargetInfo:
         """The target's one name everywhere (CLI, report column, matrix column): ``reference (STOMP)``.
 
         The profile (else the URL) with the protocol, because one broker and one profile speak
-        several protocols and their verdicts must never share a column.
+        several protocols and their verdicts must never share a column; STOMP over WebSocket is
+        ``rabbitmq-3.10 (STOMP over WebSocket)``, apart from the broker's STOMP over TCP.
         """
         if self.is_client:
             return self.client_label()
         name = self.profile or self.url
         protocol = self.protocol or protocol_of_url(self.url)
+        if protocol == "stomp" and self.url.lower().startswith(("ws://", "wss://")):
+            return f"{name} (STOMP over WebSocket)"  # a listener of its own, with its own deviations
         return f"{name} ({PROTOCOL_NAMES.get(protocol, protocol)})" if protocol else name
 
 
