@@ -15,6 +15,7 @@ import pytest
 from proton.reactor import AtMostOnce
 from proton.utils import BlockingConnection
 
+from ackspec.conformance.rawstomp import RawStompWs, frame
 from ackspec.reference.broker.core import BrokerCore
 from ackspec.reference.flow import WRITE_HIGH_WATER
 from ackspec.reference.server import EmbeddedBroker
@@ -114,3 +115,25 @@ def test_a_slow_presettled_amqp_consumer_is_not_handed_the_backlog() -> None:
             assert seqs == list(range(COUNT))
         finally:
             conn.close()
+
+
+def test_a_slow_auto_ack_websocket_consumer_is_not_handed_the_backlog() -> None:
+    with EmbeddedBroker(persistent=False, ws=True) as broker:
+        _fill(broker)
+        assert broker.ws is not None
+        consumer = RawStompWs(broker.ws[0], broker.ws[1], timeout=20)
+        reply = consumer.connect()
+        assert reply is not None and reply.command == "CONNECTED"
+        consumer.send(frame("SUBSCRIBE", {"id": "s", "destination": QUEUE, "ack": "auto"}))
+        deadline = time.monotonic() + 20
+        while not broker.call(lambda core: bool(core.out_of_room)):  # stalled: nobody reads the socket
+            assert time.monotonic() < deadline, "dispatch to the stalled WebSocket consumer never held"
+            time.sleep(0.01)
+        assert broker.call(lambda core: core.queue_depth(QUEUE)) > COUNT // 2  # the backlog stayed queued
+        seqs = []
+        while len(seqs) < COUNT:
+            got = consumer.read_frame(20)
+            assert got is not None and got.command == "MESSAGE" and got.body == BODY
+            seqs.append(int(got.headers["seq"]))
+        consumer.close()
+        assert seqs == list(range(COUNT))

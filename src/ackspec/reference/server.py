@@ -650,7 +650,10 @@ class EmbeddedBroker:
         tls: ssl.SSLContext | None = None,
         amqp_limits: AmqpLimits | None = None,
         flow: ProducerFlow | None = None,
+        ws: bool | tuple[str, int] = False,
     ) -> None:
+        self.ws = (host, 0) if ws is True else (ws or None)
+        """STOMP over WebSocket listener (host, port), None: none; the bound port after start."""
         self.flow = flow
         self.amqp_limits = amqp_limits
         self.tls = tls
@@ -713,9 +716,11 @@ class EmbeddedBroker:
                                    flow=self.flow,
                                    core_config=self.core_config, session_config=self.session_config,
                                    auth=self.auth, faults=self.faults, tracer=self.tracer, control=control,
-                                   amqp=self.amqp, egress=self.egress, journal_recover=self.journal_recover)
+                                   amqp=self.amqp, egress=self.egress, journal_recover=self.journal_recover,
+                                   ws=self.ws)
         await self.server.start()
         self.amqp = self.server.amqp_address  # keep the bound port across restarts
+        self.ws = self.server.ws_address
         self.port = self.server.port
         if control is not None and self.server.control_address is not None:
             self.control = self.server.control_address
