@@ -14,6 +14,8 @@ Neutral API (stable; ``conn`` is a host-chosen connection id string):
                                                        requeued ahead of newer messages, ``redelivered=True``,
                                                        delivery-count + 1 (DLQ past ``max_redeliveries``)
 ``set_writable(conn, bool)``                           transport back-pressure: pause/resume deliveries
+``set_output_room(conn, nbytes)``                      consumer back-pressure: deliveries spend the room; at 0
+                                                       ``conn`` joins ``out_of_room`` and dispatch to it holds
 ``subscribe(conn, sub, dest, ack=AckMode.X,``          attach a consumer. ``prefetch``: bound on unsettled
 ``          prefetch=None, credit=None)``              deliveries (client modes; default 1000). ``credit``:
                                                        AMQP link credit instead (``add_credit``)
