@@ -14,8 +14,10 @@ event log, so tests see exactly the ack types an ActiveMQ client would send:
   0.5 x prefetch, so the broker may extend the prefetch window;
 * INDIVIDUAL: one INDIVIDUAL ack per ``message.acknowledge()``;
 * listener failure in AUTO/DUPS_OK, ``recover()`` and ``rollback()``: REDELIVERED;
-* redelivery policy: a message delivered more than 1 + ``maximum_redeliveries`` times
-  is not given to the application; a POISON ack sends it to the dead-letter queue;
+* redelivery policy: a listener failure after ``maximum_redeliveries`` redeliveries sends a
+  POISON ack instead of a REDELIVERED one (as ActiveMQ's client does), and a message delivered more
+  than 1 + ``maximum_redeliveries`` times is not given to the application; a POISON ack sends it
+  to the dead-letter queue;
 * a topic message not matching the consumer's selector: UNMATCHED.
 
 Prefetch 0 means pull: the consumer asks for one message per ``receive`` and a
@@ -177,6 +179,11 @@ class ConsumerAckCore:
         if self.mode not in (AckMode.AUTO_ACKNOWLEDGE, AckMode.DUPS_OK_ACKNOWLEDGE):
             return []  # CLIENT/tx/INDIVIDUAL: the next message is delivered; recover()/rollback() redelivers
         out = self._flush_consumed("flush before redelivery")
+        redeliveries = message.delivery_count - 1
+        if 0 <= self.maximum_redeliveries <= redeliveries:  # no redelivery left: POISON instead of another
+            return [*out, AckRecord(AckType.POISON, self.consumer, (message,),
+                                    f"listener raised: {error}; redelivered {redeliveries} times, "
+                                    f"maximumRedeliveries={self.maximum_redeliveries}")]
         return [*out, AckRecord(AckType.REDELIVERED, self.consumer, (message,), f"listener raised: {error}")]
 
     def acknowledge(self, message: Inbound | None = None) -> list[AckRecord]:

@@ -3,17 +3,26 @@ package org.ackspec.shim;
 import jakarta.jms.ConnectionFactory;
 import jakarta.jms.Destination;
 import jakarta.jms.JMSException;
+import jakarta.jms.Message;
+import jakarta.jms.MessageConsumer;
 import jakarta.jms.Session;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.activemq.ActiveMQConnectionFactory;
+import org.apache.activemq.ActiveMQMessageConsumer;
+import org.apache.activemq.transport.Transport;
 
 /**
  * The ActiveMQ Classic client (OpenWire). The options map onto its {@code jms.*} URL options:
  * blockOnDurableSend=false is {@code jms.useAsyncSend}, blockOnNonDurableSend is
- * {@code jms.alwaysSyncSend}, blockOnAcknowledge is {@code jms.sendAcksAsync=false}.
+ * {@code jms.alwaysSyncSend}, blockOnAcknowledge is {@code jms.sendAcksAsync=false}. The acknowledgements
+ * the client writes are seen by an {@link AckWitness} on its own transport chain (the factory's protected
+ * createTransport is the library's extension point for that).
  */
 final class ActiveMQProvider implements Provider {
+    private final AckNames names = new AckNames();
+    private volatile Events events;
+
     @Override
     public String name() {
         return "activemq-client " + libraryVersion();
@@ -34,8 +43,8 @@ final class ActiveMQProvider implements Provider {
         // no async-send (so no callback-actions, message-access): activemq-client 6.1.8 implements no
         // CompletionListener; send(destination, message, mode, priority, ttl, listener) throws
         // java.lang.UnsupportedOperationException "... is not supported" (seen 2026-11-26, apache/activemq#1714)
-        return List.of("sync-send-confirmed", "transactions", "ack-modes", "listener", "recover", "selector",
-                "prefetch", "close-consumer");
+        return List.of("sync-send-confirmed", "transactions", "ack-modes", "ack-types", "listener", "recover",
+                "selector", "prefetch", "close-consumer");
     }
 
     @Override
@@ -67,7 +76,39 @@ final class ActiveMQProvider implements Provider {
             params.add("jms.redeliveryPolicy.maximumRedeliveries=" + redeliveries);
         }
         options.refuseUnused("activemq-client");
-        return new ActiveMQConnectionFactory("tcp://" + host + ":" + port + Provider.query(params));
+        return new WitnessedFactory("tcp://" + host + ":" + port + Provider.query(params));
+    }
+
+    @Override
+    public void events(Events sink) {
+        this.events = sink;
+    }
+
+    @Override
+    public String messageHandle(Message message, Handles<Message> received) throws JMSException {
+        names.reserveWith(received::reserve);
+        String handle = names.message(message.getJMSMessageID());
+        received.put(handle, message);
+        return handle;
+    }
+
+    @Override
+    public void consumerCreated(MessageConsumer consumer, String handle) {
+        if (consumer instanceof ActiveMQMessageConsumer openwire) {
+            names.consumer(openwire.getConsumerId().toString(), handle);
+        }
+    }
+
+    /** The library's factory with every connection's transport wrapped in an {@link AckWitness}. */
+    private final class WitnessedFactory extends ActiveMQConnectionFactory {
+        WitnessedFactory(String url) {
+            super(url);
+        }
+
+        @Override
+        protected Transport createTransport() throws JMSException {
+            return new AckWitness(super.createTransport(), events, names);
+        }
     }
 
     @Override

@@ -39,6 +39,7 @@ final class Consumers {
                 selector == null ? null : selector.toString());
         ConsumerState state = new ConsumerState(consumers.reserve(), consumer, s);
         consumers.put(state.handle(), state);
+        driver.provider.consumerCreated(consumer, state.handle());
         if (Boolean.TRUE.equals(args.get("listener"))) {
             int failFirst = ((Number) args.getOrDefault("fail_first", 0)).intValue();
             consumer.setMessageListener(new Listener(state, failFirst, listenerAction));
@@ -54,7 +55,7 @@ final class Consumers {
         if (message == null) {
             return null;
         }
-        String handle = received.add(message);
+        String handle = driver.provider.messageHandle(message, received);
         Map<String, Object> result = new LinkedHashMap<>();
         result.put("handle", handle);
         result.put("body", Wire.b64(body(message)));
@@ -131,7 +132,7 @@ final class Consumers {
             Driver.SessionState session = consumer.session();
             int concurrent = session.running().incrementAndGet();
             try {
-                String handle = received.add(message);
+                String handle = driver.provider.messageHandle(message, received);
                 driver.events.emit("message", "consumer", consumer.handle(), "message", handle,
                         "body", Wire.b64(body(message)), "redelivered", message.getJMSRedelivered(),
                         "delivery_count", deliveryCount(message), "concurrent", concurrent, "thread", Events.thread());

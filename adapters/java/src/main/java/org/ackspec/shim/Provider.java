@@ -52,6 +52,15 @@ interface Provider {
     /** Where the library's hooks report events (called once, before any connection). */
     default void events(Events events) {}
 
+    /** The handle of a message the application received (a library that reports acks keys it by message id). */
+    default String messageHandle(jakarta.jms.Message message, Handles<jakarta.jms.Message> received)
+            throws JMSException {
+        return received.add(message);
+    }
+
+    /** Tells the library's hooks the handle of a consumer it created. */
+    default void consumerCreated(jakarta.jms.MessageConsumer consumer, String handle) throws JMSException {}
+
     /** Installs a send-acknowledgement handler on a session (Artemis only). */
     default void sendAcknowledgements(Session session, SendAcks sink) throws ShimError {
         throw ShimError.notApplicable(name() + " has no send-acknowledgement handler");

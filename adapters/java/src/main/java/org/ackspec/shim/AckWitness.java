@@ -1,0 +1,109 @@
+package org.ackspec.shim;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.activemq.command.MessageAck;
+import org.apache.activemq.command.MessageDispatch;
+import org.apache.activemq.command.MessageId;
+import org.apache.activemq.command.MessagePull;
+import org.apache.activemq.transport.FutureResponse;
+import org.apache.activemq.transport.ResponseCallback;
+import org.apache.activemq.transport.Transport;
+import org.apache.activemq.transport.TransportFilter;
+
+/**
+ * A filter on the ActiveMQ Classic client's own transport chain (installed by overriding the connection
+ * factory's createTransport): it sees every command the client writes, so every {@link MessageAck} with
+ * its type and range, and reports it as an {@code ack} event before forwarding it (a prefetch-0 MessagePull as
+ * a {@code pull} event). It also notes the order
+ * in which the broker dispatched message ids to each consumer, because an ack names only the first and last
+ * id of its range and the test needs the ids it covers.
+ */
+final class AckWitness extends TransportFilter {
+    private final Events events;
+    private final AckNames names;
+    private final Map<String, List<String>> dispatched = new ConcurrentHashMap<>();
+
+    AckWitness(Transport next, Events events, AckNames names) {
+        super(next);
+        this.events = events;
+        this.names = names;
+    }
+
+    @Override
+    public void oneway(Object command) throws IOException {
+        observe(command);
+        super.oneway(command);
+    }
+
+    @Override
+    public FutureResponse asyncRequest(Object command, ResponseCallback callback) throws IOException {
+        observe(command);
+        return super.asyncRequest(command, callback);
+    }
+
+    @Override
+    public Object request(Object command) throws IOException {
+        observe(command);
+        return super.request(command);
+    }
+
+    @Override
+    public Object request(Object command, int timeout) throws IOException {
+        observe(command);
+        return super.request(command, timeout);
+    }
+
+    @Override
+    public void onCommand(Object command) {
+        if (command instanceof MessageDispatch dispatch && dispatch.getMessage() != null) {
+            List<String> ids = dispatched.computeIfAbsent(dispatch.getConsumerId().toString(), k -> new ArrayList<>());
+            synchronized (ids) {
+                ids.add(dispatch.getMessage().getMessageId().toString());
+            }
+        }
+        super.onCommand(command);
+    }
+
+    private void observe(Object command) {
+        if (events != null && command instanceof MessagePull pull) {
+            events.emit("pull", "consumer", names.consumer(pull.getConsumerId().toString()));
+        }
+        if (!(command instanceof MessageAck ack) || events == null) {
+            return;
+        }
+        String consumerId = ack.getConsumerId().toString();
+        List<String> ids = covered(consumerId, ack);
+        List<String> handles = new ArrayList<>(ids.size());
+        for (String id : ids) {
+            handles.add(names.message(id));
+        }
+        Throwable cause = ack.getPoisonCause();
+        events.emit("ack", "ack_type", (int) ack.getAckType(), "consumer", names.consumer(consumerId),
+                "messages", handles, "first", text(ack.getFirstMessageId()), "last", text(ack.getLastMessageId()),
+                "count", ack.getMessageCount(), "transaction", ack.isInTransaction(), "reason", cause == null ? null : cause.toString());
+    }
+
+    /** The ids from first to last in the order they were dispatched to the consumer (the latest run of them). */
+    private List<String> covered(String consumerId, MessageAck ack) {
+        String last = text(ack.getLastMessageId());
+        String first = ack.getFirstMessageId() == null ? last : text(ack.getFirstMessageId());
+        List<String> ids = dispatched.getOrDefault(consumerId, List.of());
+        synchronized (ids) {
+            int end = ids.lastIndexOf(last);
+            for (int start = end; start >= 0; start--) {
+                if (ids.get(start).equals(first)) {
+                    return new ArrayList<>(ids.subList(start, end + 1));
+                }
+            }
+        }
+        return first.equals(last) ? List.of(last) : List.of(first, last);
+    }
+
+    private static String text(MessageId id) {
+        return id == null ? null : id.toString();
+    }
+}
