@@ -4,7 +4,8 @@ A profile is validated against ``schema/target.schema.json``; its name must equa
 its features must be :class:`ackspec.adapters.base.Capability` values, and every deviation must
 name a requirement of the catalogue and be scoped to the behaviour it documents: ``test`` (required,
 a pytest node-id glob), optionally ``check`` (text the failure's message must contain, ``*`` for any
-text: what was observed) and ``protocols``. A requirement may be listed more than once, with different scopes.
+text: what was observed) and ``protocols`` (``stomp`` covers STOMP over TCP and over WebSocket, ``stomp-ws``
+only a ``ws://`` target). A requirement may be listed more than once, with different scopes.
 """
 
 from __future__ import annotations
