@@ -30,7 +30,8 @@ Confirmation policies and their STOMP mapping (receipts on SEND):
 In-process API: ``broker.faults.add(FaultRule(...))`` returns a rule id;
 ``broker.faults.remove(id)``, ``broker.faults.clear()``,
 ``broker.faults.enable_mutant("reorder", destination="/queue/x*")``. The same as JSON over
-the control API (see :mod:`ackspec.reference.control`): ``FaultRule`` fields by name.
+the control API (``BrokerServer.control_request`` in :mod:`ackspec.reference.server`; off unless
+``--control`` is given): ``FaultRule`` fields by name.
 """
 
 from __future__ import annotations

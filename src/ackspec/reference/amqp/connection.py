@@ -147,7 +147,7 @@ _link_flow = lib.pn_link_flow
 _link_state = lib.pn_link_state
 _link_current = lib.pn_link_current
 
-_new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__ (one frame less)
+_new_tuple = tuple.__new__  # builds a named tuple without calling its Python-level __new__ (hot path)
 
 _PN_DELIVERY = int(lib.PN_DELIVERY)
 _PN_LINK_FLOW = int(lib.PN_LINK_FLOW)
@@ -936,7 +936,7 @@ class AmqpConnection:
         else:
             self._open_in.add(dlv)
             self._publishes.append((incoming.body, incoming.headers, incoming.durable,
-                                    _new_tuple(_Token, ("transfer", dlv, False))))  # one frame less
+                                    _new_tuple(_Token, ("transfer", dlv, False))))
 
     def _flush_batches(self) -> None:
         """Hand the core what was batched: the plain transfers read so far (one ``publish_many`` for

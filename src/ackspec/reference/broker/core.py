@@ -1135,7 +1135,7 @@ class BrokerCore:
         deliveries = c.deliveries
         journaled = self._journaled
         append = out.append
-        new = tuple.__new__  # a Deliver built without its named tuple's Python-level __new__ (one frame less)
+        new = tuple.__new__  # builds a Deliver without calling its named tuple's Python-level __new__ (hot path)
         while returned or ready:
             credit = s.credit
             if not c.writable or (credit is not None and credit <= 0) or (
