@@ -134,3 +134,15 @@ def test_bad_target_url_is_one_line(url: str, message: str, capsys: pytest.Captu
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+def test_websocket_frames_in_text_messages_drop_binary_bodies() -> None:
+    """``?frames=text`` (a listener that ignores binary messages, as ActiveMQ 6's): frames go in text
+    messages, so a body that is not UTF-8 cannot be sent and its tests are not applicable."""
+    text = TargetSettings.from_url("ws://127.0.0.1:61621/?frames=text")
+    assert text.websocket_text and text.websocket_path == "/"
+    assert not TargetSettings.from_url("ws://127.0.0.1:61621/").websocket_text
+    base = TargetSettings(capabilities=frozenset({Capability.BINARY_BODY, Capability.QUEUES}))
+    recorder = Recorder("t", target="ws")
+    assert Capability.BINARY_BODY not in StompPyAdapter("ws://h:1/?frames=text", recorder, settings=base).capabilities
+    assert Capability.BINARY_BODY in StompPyAdapter("ws://h:1/", recorder, settings=base).capabilities

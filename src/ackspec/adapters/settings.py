@@ -71,6 +71,7 @@ class TargetSettings:
     options: Mapping[str, Any] = field(default_factory=dict)  # anything else the profile says
     tls: bool = False  # ``stomp+ssl://`` (or ``stomps://``): TLS, verifying the broker's certificate
     websocket_path: str | None = None  # ``ws://host:port/path`` (``wss://``): STOMP over WebSocket at that path
+    websocket_text: bool = False  # ``ws://…?frames=text``: frames in text messages (a listener that ignores binary)
     tls_ca: str | None = None  # ``?cafile=PATH``: the CA certificates to verify it with (default: the system's)
 
     def client_tls_context(self) -> ssl.SSLContext | None:
@@ -105,6 +106,8 @@ class TargetSettings:
                 changes["vhost"] = unquote(value)
             elif key == "cafile":
                 changes["tls_ca"] = unquote(value)
+            elif key == "frames" and value in ("text", "binary"):
+                changes["websocket_text"] = value == "text"
         return replace(settings, **changes)
 
     @classmethod

@@ -81,7 +81,8 @@ def _connection(settings: TargetSettings, heartbeats: tuple[int, int], timeout: 
                               "timeout": timeout}
     if settings.websocket_path is None:
         return stomp.StompConnection12([(settings.host, settings.port)], heartbeats=heartbeats, **common)
-    return ws_connection(settings.host, settings.port, settings.websocket_path, heartbeats=heartbeats, **common)
+    return ws_connection(settings.host, settings.port, settings.websocket_path, heartbeats=heartbeats,
+                         text=settings.websocket_text, **common)
 
 
 class _Listener(stomp.ConnectionListener):  # type: ignore[misc]
@@ -152,9 +153,14 @@ class StompPyAdapter(Adapter):
     @property
     def capabilities(self) -> frozenset[Capability]:
         """What the profile claims, minus what STOMP through this driver cannot express; with
-        :attr:`Capability.WEBSOCKET` when the target is reached over WebSocket."""
+        :attr:`Capability.WEBSOCKET` when the target is reached over WebSocket (without
+        :attr:`Capability.BINARY_BODY` when its frames go in text messages, ``?frames=text``)."""
         caps = self.settings.capabilities - NOT_OVER_STOMP
-        return caps | {Capability.WEBSOCKET} if self.settings.websocket_path is not None else caps
+        if self.settings.websocket_path is None:
+            return caps
+        if self.settings.websocket_text:  # a text message must be UTF-8: a binary body cannot be sent
+            caps -= {Capability.BINARY_BODY}
+        return caps | {Capability.WEBSOCKET}
 
     def queue(self, name: str) -> str:
         return self.settings.queue_prefix + name

@@ -47,10 +47,12 @@ class _WsConnection(WSStompConnection):  # type: ignore[misc]
         Protocol12.__init__(self, transport, heartbeats)
 
 
-def ws_connection(host: str, port: int, path: str, *, heartbeats: tuple[int, int], **options: Any) -> Any:
+def ws_connection(host: str, port: int, path: str, *, heartbeats: tuple[int, int], text: bool = False,
+                  **options: Any) -> Any:
     """A stomp.py STOMP 1.2 connection over WebSocket (subprotocol v12.stomp, each frame one binary
-    message, since a body need not be UTF-8) on :class:`IdleSafeWSTransport`; ``options`` are the
-    transport's (timeout, vhost, auto_decode, reconnect_attempts_max)."""
+    message, since a body need not be UTF-8; ``text``: one text message, for a listener that ignores
+    binary ones) on :class:`IdleSafeWSTransport`; ``options`` are the transport's (timeout, vhost,
+    auto_decode, reconnect_attempts_max)."""
     transport = IdleSafeWSTransport([(host, port)], ws_path=path, header={"Sec-WebSocket-Protocol": SUBPROTOCOL},
-                                    binary_mode=True, **options)
+                                    binary_mode=not text, **options)
     return _WsConnection(transport, heartbeats)

@@ -114,7 +114,7 @@ class Harness:
         raw = RawStomp(self.settings.host, self.settings.port, timeout=self.timeout,
                        tls=self.settings.client_tls_context()) if path is None else RawStompWs(
             self.settings.host, self.settings.port, timeout=self.timeout, tls=self.settings.client_tls_context(),
-            path=path)
+            path=path, text=self.settings.websocket_text)
         self._raws.append(raw)
         return raw
 

@@ -194,6 +194,14 @@ class RawStomp:
             self.sock.close()
 
 
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 @dataclass
 class RawStompWs(RawStomp):
     """The same raw client over a WebSocket (``ws://``, ``wss://``): each :meth:`send` is one binary
@@ -203,6 +211,7 @@ class RawStompWs(RawStomp):
 
     path: str = "/"
     subprotocols: tuple[str, ...] = ("v12.stomp", "v11.stomp", "v10.stomp")
+    text: bool = False  # bytes that are UTF-8 go in a text message (``?frames=text``), the rest stay binary
     subprotocol: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
@@ -214,7 +223,10 @@ class RawStompWs(RawStomp):
 
     def send(self, data: bytes) -> None:
         try:
-            self.ws.send_binary(data)
+            if self.text and _is_utf8(data):
+                self.ws.send(data.decode("utf-8"))
+            else:
+                self.ws.send_binary(data)
         except (OSError, websocket.WebSocketException):
             self.eof = True
 

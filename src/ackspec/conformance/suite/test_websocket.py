@@ -21,6 +21,7 @@ def _ws(harness: Harness) -> RawStompWs:
         raise NotSupported(Capability.WEBSOCKET, "the target is not reached over WebSocket (ws://)")
     raw = harness.raw()
     assert isinstance(raw, RawStompWs)
+    raw.text = False  # the family's rules are stated for binary messages, whatever ?frames= says
     return raw
 
 
