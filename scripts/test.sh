@@ -44,10 +44,10 @@ pytest_all() {
   return "$status"
 }
 
-suite_run() {  # NAME URL PROFILE [RESTART-COMMAND [ONLY]]: one conformance run into $OUT/runs/NAME
-  local name=$1 url=$2 profile=$3 restart=(${4:+--restart-command "$4"}) only=(${5:+--only "$5"})
+suite_run() {  # NAME URL PROFILE [RESTART-COMMAND]: one conformance run into $OUT/runs/NAME
+  local name=$1 url=$2 profile=$3 restart=(${4:+--restart-command "$4"})
   rm -rf "$OUT/runs/$name"
-  ackspec run --target "$url" --profile "$profile" "${restart[@]}" "${only[@]}" --out "$OUT/runs/$name" --no-report
+  ackspec run --target "$url" --profile "$profile" "${restart[@]}" --out "$OUT/runs/$name" --no-report
 }
 
 client_run() {  # NAME BROKER CLIENT: the client-side suite with one client library into $OUT/runs/client-NAME
@@ -68,12 +68,12 @@ clients_on() {  # BROKER: every client of scripts/clients.list listed against BR
 }
 
 broker_runs() {  # BROKER: start it, run the suite over each of its protocols, always stop it
-  local broker=$1 status=0 name url profile only
+  local broker=$1 status=0 name url profile
   bash brokers/start.sh "$broker" --fresh || return 1
-  while read -r name url profile only; do
+  while read -r name url profile; do
     [ -n "$name" ] || continue
     # the restart tests restart the broker with brokers/restart.sh (its messages kept)
-    suite_run "$name" "$url" "$profile" "bash brokers/restart.sh $broker" "$only" || status=1
+    suite_run "$name" "$url" "$profile" "bash brokers/restart.sh $broker" || status=1
   done < <(python3 -c '
 import sys
 from ackspec.brokers import broker
@@ -81,8 +81,8 @@ b = broker(sys.argv[1])
 print(f"{b.name}-stomp {b.stomp_url} {b.profile}")
 if b.amqp_url:
     print(f"{b.name}-amqp {b.amqp_url} {b.profile}")
-if b.ws_url:  # STOMP over WebSocket: the whole suite where the listener reads the binary messages it is sent
-    print(f"{b.name}-ws {b.ws_url} {b.profile}" + ("" if b.ws_binary else " STOMP-WS-*"))
+if b.ws_url:  # STOMP over WebSocket
+    print(f"{b.name}-ws {b.ws_url} {b.profile}")
 ' "$broker")
   clients_on "$broker" || status=1  # the client libraries judged against this broker
   bash brokers/stop.sh "$broker" || status=1

@@ -31,7 +31,6 @@ class BrokerInfo:
     profile: str
     ws_port: int | None = None  # STOMP over WebSocket; Artemis's STOMP acceptor takes it on its STOMP port
     ws_path: str = "/"
-    ws_binary: bool = True  # the WebSocket listener reads binary messages (the suite's stomp.py driver sends them)
 
     @property
     def stomp_url(self) -> str:
@@ -57,7 +56,7 @@ BROKERS: dict[str, BrokerInfo] = {
                    (("core", 61620),), "admin", "admin", "127.0.0.1", "artemis-2", 61617),
         BrokerInfo("activemq6", "ActiveMQ Classic 6.x (Maven Central)", 61618, 5674,
                    (("openwire", 61619),), "admin", "admin", "127.0.0.1", "activemq-6", 61621,
-                   ws_binary=False),
+                   "/?frames=text"),  # its WebSocket listener ignores binary messages
     )
 }
 """Port table; brokers/common.sh holds the same numbers (tests/brokers checks they agree)."""
