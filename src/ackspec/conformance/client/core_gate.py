@@ -5,8 +5,10 @@ The Java shim holds the Artemis client's answers with the client's own intercept
 rollback, an acknowledgement asking for a response; its response is held by parking the
 connection's reader). This module gives the tests the same ``hold`` / ``wait_held`` / ``release``
 API as the proxies, over the shim verbs ``gate_hold``, ``gate_release``, ``gate_seen`` and the
-``gate-held`` events. A held answer blocks everything behind it on that connection, so answers are
-released in arrival order only and none can be rejected (not applicable).
+``gate-held`` events. An asynchronous answer (a response carrying its send's correlation id: with a
+confirmation window, Artemis 2.40 asks one for each send that does not block) is kept from the client
+one by one, so it can be released in any order or rejected; a blocking answer is held by parking the
+connection's reader (everything behind it waits), so it cannot be rejected (not applicable).
 """
 
 from __future__ import annotations
@@ -70,19 +72,26 @@ class ClientGate:
         return sum(int(cut.call("gate_seen", command=self.command, destination=self.destination, windowed=True))
                    for cut, _ in self._gates)
 
-    def release(self, receipt_id: str | None = None) -> HeldAnswer:
-        held = self._held()
+    def _take(self, receipt_id: str | None) -> tuple[Any, int, HeldAnswer]:
+        held = [entry for entry in self._held() if receipt_id is None or entry[2].receipt_id == receipt_id]
         if not held:
             raise KeyError(f"no held answer {receipt_id}")
-        if receipt_id is not None and held[0][2].receipt_id != receipt_id:
-            raise NotApplicable("the core gate releases held answers in arrival order only")
-        cut, ident, answer = held[0]
-        self._released.add(answer.receipt_id)
+        self._released.add(held[0][2].receipt_id)
+        return held[0]
+
+    def release(self, receipt_id: str | None = None) -> HeldAnswer:
+        """Hands one held answer (the oldest, or ``receipt_id``) to the client. Asynchronous answers are kept
+        one by one, so any order works; a held blocking answer parks its connection, so only one is held."""
+        cut, ident, answer = self._take(receipt_id)
         cut.call("gate_release", id=ident)
         return answer
 
     def reject(self, receipt_id: str | None = None, message: str = "") -> HeldAnswer:
-        raise NotApplicable("the core gate cannot turn a broker answer into a rejection")
+        """Replaces a held asynchronous answer by an exception response; the shim refuses (not applicable)
+        for a blocking answer held by parking the connection's reader."""
+        cut, ident, answer = self._take(receipt_id)
+        cut.call("gate_reject", id=ident, message=message or "rejected by the ackspec core gate")
+        return answer
 
     def release_all(self) -> list[HeldAnswer]:
         return [self.release() for _ in self._held()]

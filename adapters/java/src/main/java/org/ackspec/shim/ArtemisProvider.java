@@ -15,11 +15,16 @@ import org.apache.activemq.artemis.jms.client.ActiveMQSession;
 /**
  * The Apache ActiveMQ Artemis JMS client (core protocol). The options map one to one onto its
  * connection URL parameters; prefetch maps onto {@code consumerWindowSize} only for 0 (no buffering),
- * since the window is counted in bytes, not messages.
+ * since the window is counted in bytes, not messages. Without a {@code confirmation_window_size} the shim
+ * sets {@link #DEFAULT_CONFIRMATION_WINDOW}: the Artemis manual makes a positive confirmationWindowSize the
+ * condition of asynchronous send acknowledgements (CompletionListener included); with its default of -1
+ * the client calls a CompletionListener as soon as the send is written, without any broker answer.
  */
 final class ArtemisProvider implements Provider {
     private final Map<String, String> names = new ConcurrentHashMap<>();  // core address -> /queue/ or /topic/ name
     private CoreGate gate;
+    /** One byte: the broker confirms every packet on its own, so each send's confirmation can be held. */
+    static final long DEFAULT_CONFIRMATION_WINDOW = 1;
 
     @Override
     public void events(Events events) {
@@ -60,12 +65,11 @@ final class ArtemisProvider implements Provider {
         flag(params, options, "block_on_durable_send", "blockOnDurableSend");
         flag(params, options, "block_on_non_durable_send", "blockOnNonDurableSend");
         flag(params, options, "block_on_acknowledge", "blockOnAcknowledge");
-        Long window = options.integer("confirmation_window_size");
-        if (window != null) {
-            params.add("confirmationWindowSize=" + window);
-        }
+        Long given = options.integer("confirmation_window_size");
+        long window = given != null ? given : DEFAULT_CONFIRMATION_WINDOW;
+        params.add("confirmationWindowSize=" + window);
         if (gate != null) {
-            gate.windowConfigured(window != null && window > 0);
+            gate.windowConfigured(window > 0);
         }
         Long prefetch = options.integer("prefetch");
         if (prefetch != null && prefetch != 0) {

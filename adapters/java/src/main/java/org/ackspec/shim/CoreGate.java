@@ -9,8 +9,14 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 import org.apache.activemq.artemis.api.core.Interceptor;
+import org.apache.activemq.artemis.api.core.ActiveMQException;
+import org.apache.activemq.artemis.api.core.ActiveMQExceptionType;
+import org.apache.activemq.artemis.core.protocol.core.Channel;
+import org.apache.activemq.artemis.core.protocol.core.CoreRemotingConnection;
 import org.apache.activemq.artemis.core.protocol.core.Packet;
 import org.apache.activemq.artemis.core.protocol.core.impl.PacketImpl;
+import org.apache.activemq.artemis.core.protocol.core.impl.wireformat.ActiveMQExceptionMessage_V2;
+import org.apache.activemq.artemis.core.protocol.core.impl.wireformat.PacketsConfirmedMessage;
 import org.apache.activemq.artemis.core.protocol.core.impl.wireformat.SessionAcknowledgeMessage;
 import org.apache.activemq.artemis.core.protocol.core.impl.wireformat.SessionSendMessage;
 
@@ -23,7 +29,9 @@ import org.apache.activemq.artemis.core.protocol.core.impl.wireformat.SessionSen
  * interceptor sees the response to it (a channel has at most one blocking request outstanding) and, if
  * a gate holds that kind of request, parks the connection's reader until the test releases it. Held
  * answers are therefore released in the order they came (all later traffic of that connection waits
- * behind them), and none can be turned into a rejection.
+ * behind them), and none can be turned into a rejection. Sends confirmed through the confirmation window
+ * ({@code PACKETS_CONFIRMED}: CompletionListener sends and SendAcknowledgementHandler sends with
+ * {@code confirmationWindowSize > 0}) are held per send by {@link WindowGate} instead.
  */
 final class CoreGate {
     /** A blocking request the client wrote, and whether its answer is held now. */
@@ -40,10 +48,16 @@ final class CoreGate {
     private final List<Map.Entry<Packet, Request>> outstanding = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final Map<Integer, Gate> gates = new ConcurrentHashMap<>();
     private final Map<Integer, CountDownLatch> held = new ConcurrentHashMap<>();
+    /** Asynchronous answers kept from the client, by request index. */
+    private final Map<Integer, Kept> kept = new ConcurrentHashMap<>();
+
+    private record Kept(Packet response, Channel channel) {}
     private final List<Request> log = new ArrayList<>();
     private final AtomicInteger gateIds = new AtomicInteger();
-    /** Sends confirmed through the confirmation window (PACKETS_CONFIRMED), which this gate cannot hold. */
+    /** Whether the connection has a confirmation window, whose confirmations {@link #window} holds. */
     private volatile boolean windowConfigured;
+    private final WindowGate window = new WindowGate(
+            request -> request.command().equals("SEND") && matching(request), this::heldInWindow);
     private final ThreadLocal<Boolean> inAsyncSend = ThreadLocal.withInitial(() -> false);
 
     void windowConfigured(boolean configured) {
@@ -71,26 +85,43 @@ final class CoreGate {
                     outstanding.add(Map.entry(packet, request));
                 }
             }
+            if (windowConfigured) {  // a blocking request's answer is its null response, held below
+                window.written(packet, packet.isRequiresResponse() || isAlwaysBlocking(packet) ? null : request,
+                        connection.getID());
+            }
             return true;
         };
     }
 
     Interceptor incoming() {
         return (packet, connection) -> {
+            if (windowConfigured && packet instanceof PacketsConfirmedMessage confirmed
+                    && connection instanceof CoreRemotingConnection core) {
+                return window.confirmed(confirmed, core);
+            }
             if (packet.getType() != PacketImpl.NULL_RESPONSE) {
                 return true;  // sends, commits, rollbacks and acknowledgements are answered by a null response
             }
-            Request answered = answeredBy(packet.getChannelID());
-            if (answered != null && matching(answered)) {
-                hold(answered);
+            Request answered = answeredBy(packet.getChannelID(), packet.getCorrelationID());
+            if (answered == null || !matching(answered)) {
+                return true;
             }
+            if (packet.isResponseAsync() && packet.getCorrelationID() != -1
+                    && connection instanceof CoreRemotingConnection core) {
+                keep(answered, packet, core.getChannel(packet.getChannelID(), -1));
+                return false;  // handed to the client on release (or replaced by an exception on reject)
+            }
+            hold(answered);
             return true;
         };
     }
 
-    private Request answeredBy(long channel) {
+    /** The request a response answers: same channel and correlation id (-1 for a request without one). */
+    private Request answeredBy(long channel, long correlation) {
         for (Map.Entry<Packet, Request> entry : outstanding) {
-            if (entry.getKey().getChannelID() == channel && outstanding.remove(entry)) {
+            Packet request = entry.getKey();
+            if (request.getChannelID() == channel && request.getCorrelationID() == correlation
+                    && outstanding.remove(entry)) {
                 return entry.getValue();
             }
         }
@@ -106,7 +137,7 @@ final class CoreGate {
         int index = seen.incrementAndGet();
         if (packet instanceof SessionSendMessage send) {
             String address = String.valueOf(send.getMessage().getAddress());
-            boolean windowed = !send.isRequiresResponse() && (windowConfigured || inAsyncSend.get());
+            boolean windowed = !send.isRequiresResponse() && !windowConfigured && inAsyncSend.get();
             return new Request(index, "SEND", destinationName.apply(address), windowed);
         }
         return switch (packet.getType()) {
@@ -129,6 +160,24 @@ final class CoreGate {
         return false;
     }
 
+    /**
+     * Keeps an asynchronous answer (a response carrying the correlation id of its request: with a
+     * confirmation window Artemis 2.40 asks one per send, CompletionListener and transacted sends included,
+     * without blocking the sender) from the client: the reader goes on, so answers are held one by one and
+     * released in any order, or replaced by an exception response (a rejection).
+     */
+    private void keep(Request request, Packet response, Channel channel) {
+        kept.put(request.index(), new Kept(response, channel));
+        events.emit("gate-held", "id", request.index(), "command", request.command(),
+                "destination", request.destination());
+    }
+
+    /** A confirmed send whose confirmation the window gate keeps from the client until released. */
+    private void heldInWindow(Request request) {
+        events.emit("gate-held", "id", request.index(), "command", request.command(),
+                "destination", request.destination());
+    }
+
     private void hold(Request request) {
         CountDownLatch latch = new CountDownLatch(1);
         held.put(request.index(), latch);
@@ -144,10 +193,6 @@ final class CoreGate {
     }
 
     Object open(Map<String, Object> args) throws ShimError {
-        if (windowConfigured) {
-            throw ShimError.notApplicable("the core gate holds answers to blocking requests only; with a "
-                    + "confirmation window the sends are confirmed by PACKETS_CONFIRMED, which it cannot hold");
-        }
         Object destination = args.get("destination");
         int id = gateIds.incrementAndGet();
         gates.put(id, new Gate(String.valueOf(args.get("command")), destination == null ? null : destination.toString()));
@@ -165,18 +210,51 @@ final class CoreGate {
                 entry.getValue().countDown();
             }
         }
+        for (Integer index : List.copyOf(kept.keySet())) {
+            if (id == null || ((Number) id).intValue() == index) {
+                deliver(index, null);
+            }
+        }
+        window.release(id == null ? null : ((Number) id).intValue());
         return null;
+    }
+
+    /** Replaces a kept answer by an exception response: the client sees the broker refuse that send. */
+    Object reject(Map<String, Object> args) throws ShimError {
+        int index = ((Number) args.get("id")).intValue();
+        if (!kept.containsKey(index)) {
+            throw ShimError.notApplicable("the core gate can reject only an asynchronous answer it keeps (one "
+                    + "carrying a correlation id); a held blocking answer parks the connection's reader");
+        }
+        Object message = args.get("message");
+        ActiveMQException refusal = new ActiveMQException(ActiveMQExceptionType.INTERNAL_ERROR,
+                message == null ? "rejected by the ackspec core gate" : message.toString());
+        deliver(index, refusal);
+        return null;
+    }
+
+    /** Hands a kept answer to the client: as the broker sent it, or replaced by this refusal. */
+    private void deliver(int index, ActiveMQException refusal) {
+        Kept answer = kept.remove(index);
+        if (answer != null) {
+            Packet response = refusal == null ? answer.response()
+                    : new ActiveMQExceptionMessage_V2(answer.response().getCorrelationID(), refusal);
+            response.setChannelID(answer.channel().getID());
+            answer.channel().handlePacket(response);
+        }
     }
 
     Object clear() {
         gates.clear();
         held.values().forEach(CountDownLatch::countDown);
+        List.copyOf(kept.keySet()).forEach(index -> deliver(index, null));
+        window.release(null);
         return null;
     }
 
     /**
-     * How many requests of this kind (and destination) the client wrote; with {@code windowed}, only those
-     * confirmed through the confirmation window, whose answers this gate cannot hold.
+     * How many requests of this kind (and destination) the client wrote; with {@code windowed}, only the
+     * CompletionListener sends written without a confirmation window, which no broker answer confirms.
      */
     Object seen(Map<String, Object> args) {
         String command = String.valueOf(args.get("command"));

@@ -41,6 +41,7 @@ final class Dispatcher {
             case "close_producer" -> driver.closeProducer(args);
             case "gate_hold" -> driver.provider.gate().open(args);
             case "gate_release" -> driver.provider.gate().release(args);
+            case "gate_reject" -> driver.provider.gate().reject(args);
             case "gate_clear" -> driver.provider.gate().clear();
             case "gate_seen" -> driver.provider.gate().seen(args);
             case "close" -> driver.close();
