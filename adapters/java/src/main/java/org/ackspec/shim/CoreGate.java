@@ -3,6 +3,7 @@ package org.ackspec.shim;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -52,6 +53,10 @@ final class CoreGate {
     private final Map<Integer, Kept> kept = new ConcurrentHashMap<>();
 
     private record Kept(Packet response, Channel channel) {}
+
+    private final java.util.Set<Integer> announced = ConcurrentHashMap.newKeySet();
+    /** What the test decided for a held send (empty: released; else the refusal), for answers still to come. */
+    private final Map<Integer, Optional<ActiveMQException>> decided = new ConcurrentHashMap<>();
     private final List<Request> log = new ArrayList<>();
     private final AtomicInteger gateIds = new AtomicInteger();
     /** Whether the connection has a confirmation window, whose confirmations {@link #window} holds. */
@@ -85,9 +90,8 @@ final class CoreGate {
                     outstanding.add(Map.entry(packet, request));
                 }
             }
-            if (windowConfigured) {  // a blocking request's answer is its null response, held below
-                window.written(packet, packet.isRequiresResponse() || isAlwaysBlocking(packet) ? null : request,
-                        connection.getID());
+            if (windowConfigured) {  // a send completes on its correlated answer or its cumulative confirmation
+                window.written(packet, request, connection.getID());
             }
             return true;
         };
@@ -168,14 +172,24 @@ final class CoreGate {
      */
     private void keep(Request request, Packet response, Channel channel) {
         kept.put(request.index(), new Kept(response, channel));
-        events.emit("gate-held", "id", request.index(), "command", request.command(),
-                "destination", request.destination());
+        announce(request);
+        Optional<ActiveMQException> decision = decided.get(request.index());
+        if (decision != null) {  // released or rejected while its confirmation was held, before this answer came
+            deliver(request.index(), decision.orElse(null));
+        }
+    }
+
+    /** One gate-held event per request, whichever of its answers (response, confirmation) came first. */
+    private void announce(Request request) {
+        if (announced.add(request.index())) {
+            events.emit("gate-held", "id", request.index(), "command", request.command(),
+                    "destination", request.destination());
+        }
     }
 
     /** A confirmed send whose confirmation the window gate keeps from the client until released. */
     private void heldInWindow(Request request) {
-        events.emit("gate-held", "id", request.index(), "command", request.command(),
-                "destination", request.destination());
+        announce(request);
     }
 
     private void hold(Request request) {
@@ -210,8 +224,9 @@ final class CoreGate {
                 entry.getValue().countDown();
             }
         }
-        for (Integer index : List.copyOf(kept.keySet())) {
+        for (Integer index : List.copyOf(announced)) {
             if (id == null || ((Number) id).intValue() == index) {
+                decided.putIfAbsent(index, Optional.empty());
                 deliver(index, null);
             }
         }
@@ -222,14 +237,16 @@ final class CoreGate {
     /** Replaces a kept answer by an exception response: the client sees the broker refuse that send. */
     Object reject(Map<String, Object> args) throws ShimError {
         int index = ((Number) args.get("id")).intValue();
-        if (!kept.containsKey(index)) {
+        if (!announced.contains(index) || held.containsKey(index)) {
             throw ShimError.notApplicable("the core gate can reject only an asynchronous answer it keeps (one "
                     + "carrying a correlation id); a held blocking answer parks the connection's reader");
         }
         Object message = args.get("message");
         ActiveMQException refusal = new ActiveMQException(ActiveMQExceptionType.INTERNAL_ERROR,
                 message == null ? "rejected by the ackspec core gate" : message.toString());
+        decided.put(index, Optional.of(refusal));
         deliver(index, refusal);
+        window.release(index);  // the cumulative confirmation goes on past it (the client finds no entry left)
         return null;
     }
 
@@ -240,6 +257,9 @@ final class CoreGate {
             Packet response = refusal == null ? answer.response()
                     : new ActiveMQExceptionMessage_V2(answer.response().getCorrelationID(), refusal);
             response.setChannelID(answer.channel().getID());
+            if (refusal != null) {
+                response.encode(answer.channel().getConnection());  // sets the size the channel counts
+            }
             answer.channel().handlePacket(response);
         }
     }
@@ -247,7 +267,10 @@ final class CoreGate {
     Object clear() {
         gates.clear();
         held.values().forEach(CountDownLatch::countDown);
-        List.copyOf(kept.keySet()).forEach(index -> deliver(index, null));
+        List.copyOf(announced).forEach(index -> {
+            decided.putIfAbsent(index, Optional.empty());
+            deliver(index, null);
+        });
         window.release(null);
         return null;
     }
