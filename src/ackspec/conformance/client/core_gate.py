@@ -28,6 +28,10 @@ class HeldAnswer:
     destination: str | None
 
 
+_UNANSWERED = ("these CompletionListener sends were written without a confirmation window (confirmationWindowSize "
+               "-1): the client completes them unanswered, so the core gate has no answer to hold")
+
+
 class ClientGate:
     """One ``hold(command, destination)`` over every gated client of the test."""
 
@@ -53,19 +57,17 @@ class ClientGate:
         return [held for _, _, held in self._held()]
 
     def wait_held(self, count: int, timeout: float) -> list[HeldAnswer]:
-        """Wait until ``count`` answers are held; fewer on timeout, unless the requests were confirmed through
-        the confirmation window (CompletionListener sends, confirmationWindowSize): those answers this gate
-        cannot hold, so the rule cannot be decided here (not applicable), rather than failed."""
+        """Wait until ``count`` answers are held; fewer on timeout, unless the requests were CompletionListener
+        sends written without a confirmation window: no broker answer confirms them, so the rule cannot be
+        decided here (not applicable), rather than failed."""
         deadline = time.monotonic() + timeout
         if len(self.pending()) < count and self._windowed():  # noted as they were written: never to be held
-            raise NotApplicable("the core gate holds answers to blocking requests only: these sends are confirmed "
-                                "through the confirmation window (PACKETS_CONFIRMED), which it cannot hold")
+            raise NotApplicable(_UNANSWERED)
         while len(self.pending()) < count and time.monotonic() < deadline:
             self._gates[0][0].events.wait_count("gate-held", 10**9, 0.02) if self._gates else time.sleep(0.02)
         held = self.pending()
         if len(held) < count and self._windowed():
-            raise NotApplicable("the core gate holds answers to blocking requests only: these sends are confirmed "
-                                "through the confirmation window (PACKETS_CONFIRMED), which it cannot hold")
+            raise NotApplicable(_UNANSWERED)
         return held
 
     def _windowed(self) -> int:
