@@ -119,11 +119,21 @@ class ClientGateProxy:
     def settle(self, timeout: float = 5.0) -> bool:
         return True  # the client's outgoing interceptor notes a request on the writing thread, before it returns
 
+    def _only_client(self) -> Any:
+        gated = [c for c in self.clients if c.has_gate]
+        if len(gated) != 1:
+            raise NotApplicable("the core gate keeps no frame order across clients")
+        return gated[0]
+
     def first_seen(self, command: str, destination: str | None = None) -> int | None:
-        raise NotApplicable("the core gate keeps no frame order across clients")
+        """Where the client's first such request falls on the sequence its writes and the releases share."""
+        found = self._only_client().call("gate_first_seen", command=command, destination=destination)
+        return None if found is None else int(found)
 
     def released_after(self, receipt_id: str) -> int | None:
-        raise NotApplicable("the core gate keeps no frame order across clients")
+        """Where the release of this held answer falls on that sequence (``receipt_id`` as ``hold`` names it)."""
+        at = self._only_client().call("gate_released_at", id=int(receipt_id.split(":")[1]))
+        return None if at is None else int(at)
 
     def clear(self) -> None:
         for c in self.clients:

@@ -55,6 +55,8 @@ final class CoreGate {
     private record Kept(Packet response, Channel channel) {}
 
     private final java.util.Set<Integer> announced = ConcurrentHashMap.newKeySet();
+    /** When each held answer was released, counted on the same sequence as the requests the client writes. */
+    private final Map<Integer, Integer> releasedAt = new ConcurrentHashMap<>();
     /** What the test decided for a held send (empty: released; else the refusal), for answers still to come. */
     private final Map<Integer, Optional<ActiveMQException>> decided = new ConcurrentHashMap<>();
     private final List<Request> log = new ArrayList<>();
@@ -221,17 +223,35 @@ final class CoreGate {
         }
         for (Map.Entry<Integer, CountDownLatch> entry : held.entrySet()) {
             if (id == null || ((Number) id).intValue() == entry.getKey()) {
+                releasedAt.putIfAbsent(entry.getKey(), seen.incrementAndGet());
                 entry.getValue().countDown();
             }
         }
         for (Integer index : List.copyOf(announced)) {
             if (id == null || ((Number) id).intValue() == index) {
+                releasedAt.putIfAbsent(index, seen.incrementAndGet());
                 decided.putIfAbsent(index, Optional.empty());
                 deliver(index, null);
             }
         }
         window.release(id == null ? null : ((Number) id).intValue());
         return null;
+    }
+
+    /** The position of the first request of this kind (and destination) the client wrote, or null. */
+    Object firstSeen(Map<String, Object> args) {
+        String command = String.valueOf(args.get("command"));
+        Object destination = args.get("destination");
+        synchronized (log) {
+            return log.stream().filter(r -> r.command().equals(command)
+                    && (destination == null || destination.toString().equals(r.destination())))
+                    .map(Request::index).findFirst().orElse(null);
+        }
+    }
+
+    /** The position (on the requests' sequence) at which the test released this held answer, or null. */
+    Object releasedAt(Map<String, Object> args) {
+        return releasedAt.get(((Number) args.get("id")).intValue());
     }
 
     /** Replaces a kept answer by an exception response: the client sees the broker refuse that send. */

@@ -42,6 +42,8 @@ final class Dispatcher {
             case "gate_hold" -> driver.provider.gate().open(args);
             case "gate_release" -> driver.provider.gate().release(args);
             case "gate_reject" -> driver.provider.gate().reject(args);
+            case "gate_first_seen" -> driver.provider.gate().firstSeen(args);
+            case "gate_released_at" -> driver.provider.gate().releasedAt(args);
             case "gate_clear" -> driver.provider.gate().clear();
             case "gate_seen" -> driver.provider.gate().seen(args);
             case "close" -> driver.close();
