@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ackspec.adapters.base import AdapterError, Capability, Client
+from ackspec.adapters.base import AdapterError, Capability, Client, ConnectionLost, Indeterminate
 from ackspec.conformance.harness import Harness
 from ackspec.conformance.verdicts import Checks
 
@@ -18,11 +18,18 @@ requirement = pytest.mark.requirement
 
 
 def _usable(harness: Harness, process: str, client_id: str) -> tuple[Client | None, str]:
-    """A connection with ``client_id`` that completes one confirmed operation, or None and why not: some
-    brokers accept the connection and refuse it right after, so connecting alone proves nothing."""
+    """A connection with ``client_id`` that completes one confirmed operation, or None and why the broker
+    refused it: some brokers accept the connection and refuse it right after, so connecting alone proves
+    nothing. The broker ending the connection is its refusal (AMQP closes with an error, some brokers just
+    close); a timeout is none: it propagates, and the verdict is indeterminate (a broker that stops answering
+    must not pass as one that refused the second connection)."""
     try:
         client = harness.client(process, client_id=client_id)
         client.unsubscribe(client.subscribe(harness.queue("client-id")))
+    except ConnectionLost as exc:
+        return None, str(exc)
+    except Indeterminate:
+        raise
     except AdapterError as exc:
         return None, str(exc)
     return client, ""
