@@ -24,7 +24,7 @@ from ackspec.brokers import broker
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
-BROKER_URL = re.compile(r"(?:stomp|amqp)://127\.0\.0\.1:(\d+)")
+BROKER_URL = re.compile(r"(?:stomp|amqp|ws|wss|stomp\+ssl|amqps)://127\.0\.0\.1:(\d+)")
 BROKER_NAME = re.compile(r"--broker[ =](\S+)")  # ackspec run --client NAME --broker B: a broker of brokers/
 NOT_RUN_HERE = {
     "pip install -e .": "this test runs in the environment that install made",
