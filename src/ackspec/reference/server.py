@@ -289,6 +289,17 @@ class BrokerServer:
             assert self.loop is not None
             self.loop.call_soon(self.flush)
 
+    def feed(self, proto: _StompProtocol, data: bytes) -> None:
+        """Hand one read of ``proto``'s input to its session; the output it causes is written by
+        ``after_input`` at once, not by a flush scheduled meanwhile (one write per read)."""
+        scheduled = self._flush_scheduled
+        self._flush_scheduled = True
+        try:
+            proto.session.receive_data(data)
+        finally:
+            self._flush_scheduled = scheduled
+        self.after_input(proto)
+
     def after_input(self, proto: _StompProtocol) -> None:
         """``proto`` processed input: write the journal records it caused, answer it at once,
         and leave the rest (other connections' output, the fsync) to this iteration's flush."""
@@ -522,13 +533,7 @@ class _StompProtocol(asyncio.Protocol):
         if self.closed:
             return
         server = self.server
-        scheduled = server._flush_scheduled
-        server._flush_scheduled = True  # our own output is written by after_input, not by a later flush
-        try:
-            self.session.receive_data(data)
-        finally:
-            server._flush_scheduled = scheduled
-        server.after_input(self)
+        server.feed(self, data)
         if server.flow.limit and self.session.producer_only and server.flow.over():
             server.pause_producer(self)
 

@@ -87,14 +87,7 @@ class _WsStomp:
 
     def receive(self, message: str | bytes) -> None:
         data = message.encode("utf-8") if isinstance(message, str) else message
-        server = self.server
-        scheduled = server._flush_scheduled
-        server._flush_scheduled = True  # our own output is written by after_input, not by a later flush
-        try:
-            self.session.receive_data(data)
-        finally:
-            server._flush_scheduled = scheduled
-        server.after_input(self)  # type: ignore[arg-type]  # the TCP protocol's interface
+        self.server.feed(self, data)  # type: ignore[arg-type]  # the TCP protocol's interface
 
     def lost(self) -> None:
         self.closed = True
