@@ -177,6 +177,14 @@ def condition_text(cond: Condition | None) -> str:
     return f"{cond.name}: {cond.description}" if cond.description else str(cond.name)
 
 
+def _sequence_number(value: Any) -> int | None:
+    """The ``ackspec-seq`` property as sent: a string of digits, or an AMQP integer of any width. The broker
+    keeps property types, so rhea's 0 arrives as proton's ``int32(0)``, whose ``str`` is not a number."""
+    with contextlib.suppress(ValueError, TypeError):
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class AmqpOptions:
     """Driver options parsed from the target URL."""
@@ -788,9 +796,7 @@ class ProtonClient(Client):
             raw = body.encode()
         else:
             raw = str(body).encode()
-        seq: int | None = None
-        with contextlib.suppress(ValueError, TypeError):
-            seq = int(props[SEQ_HEADER]) if SEQ_HEADER in props else None
+        seq = _sequence_number(raw_props.get(SEQ_HEADER))
         count = int(msg.delivery_count or 0)
         if msg.first_acquirer and isinstance(self.adapter, ProtonAdapter):
             self.adapter.first_acquirer_seen = True
