@@ -169,6 +169,23 @@ def test_coverage_pending_requirements_are_reported_not_failed(run: Run, tmp_pat
     assert code == 1 and "pending STOMP-NOT-A-REQUIREMENT* matches no uncovered testable MUST" in out
 
 
+def test_coverage_lists_property_requirements_no_hypothesis_test_cites(run: Run, tmp_path: Path) -> None:
+    """A property/stateful requirement cited only by an example test is 'technique not honoured'."""
+    (tmp_path / "test_x.py").write_text(
+        "from hypothesis import given, strategies as st\n"
+        "from ackspec.conformance.markers import requirement\n\n"
+        "@requirement('JMS-6.2.10-CLIENT-ACK-CUMULATIVE')\ndef test_example(): ...\n\n"
+        "@requirement('JMS-3.5.11-DELIVERY-COUNT-INCREMENTS')\ndef test_property(harness):\n"
+        "    @given(n=st.integers())\n    def inner(n): ...\n    inner()\n", encoding="utf-8")
+    _, out, _ = run("spec", "coverage", "--scan", str(tmp_path), "--json")
+    unhonoured = json.loads(out)["technique_not_honoured"]
+    assert "JMS-6.2.10-CLIENT-ACK-CUMULATIVE" in unhonoured
+    assert "JMS-3.5.11-DELIVERY-COUNT-INCREMENTS" not in unhonoured
+    assert "AMQ-ACKMODE-VALUES" not in unhonoured  # technique: example: never listed
+    _, out, _ = run("spec", "coverage", "--scan", str(tmp_path))
+    assert "technique not honoured" in out and "JMS-6.2.10-CLIENT-ACK-CUMULATIVE" in out
+
+
 def test_coverage_missing_scan_path(run: Run, tmp_path: Path) -> None:
     code, _, err = run("spec", "coverage", "--scan", str(tmp_path / "nowhere"))
     assert code == 2 and "--scan path not found" in one_line(err)

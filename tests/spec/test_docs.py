@@ -59,3 +59,27 @@ def test_citation_scan_follows_module_constants() -> None:
         "def test_x(): ...\n"
     )
     assert [c.requirement for c in citations_in_source(source, Path("t.py"))] == ["A-1", "B-2", "E-5"]
+
+
+def test_citation_scan_tells_hypothesis_tests() -> None:
+    """A cited function that calls given() or runs a state machine, or a state machine class, is a
+    hypothesis test; an example test and a module's pytestmark are not."""
+    source = (
+        "import pytest\n"
+        "from hypothesis import given\n"
+        "from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test\n"
+        "pytestmark = pytest.mark.requirement('M-0')\n"
+        "@pytest.mark.requirement('A-1')\n"
+        "def test_example(): ...\n"
+        "@pytest.mark.requirement('B-2')\n"
+        "def test_property(harness):\n"
+        "    @given(x=st.integers())\n"
+        "    def inner(x): ...\n"
+        "@pytest.mark.requirement('C-3')\n"
+        "def test_machine(harness):\n"
+        "    run_state_machine_as_test(Machine)\n"
+        "@pytest.mark.requirement('D-4')\n"
+        "class TestMachine(RuleBasedStateMachine): ...\n"
+    )
+    found = {c.requirement: c.hypothesis for c in citations_in_source(source, Path("t.py"))}
+    assert found == {"M-0": False, "A-1": False, "B-2": True, "C-3": True, "D-4": True}

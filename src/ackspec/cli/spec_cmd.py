@@ -21,7 +21,7 @@ from ackspec.spec import Catalogue, Level, Requirement, Role, load_catalogue, lo
 from ackspec.spec.citations import default_scan_paths, project_test_paths, scan
 from ackspec.spec.client_profiles import CLIENTS_DIR, available_client_profiles, load_client_profile
 from ackspec.spec.markdown import render
-from ackspec.spec.model import PROTOCOLS
+from ackspec.spec.model import PROTOCOLS, Technique
 from ackspec.spec.profiles import TARGETS_DIR, available_profiles
 
 LEVELS = [level.value for level in Level]
@@ -72,7 +72,8 @@ def register(subparsers: Any) -> None:
                         "not failing; once cited it must be removed from the list (a covered pending ID fails)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--strict", action="store_true",
-                   help="also exit 1 when a requirement of a reported level below MUST is uncovered")
+                   help="also exit 1 when a requirement of a reported level below MUST is uncovered, or a "
+                        "property/stateful requirement has no hypothesis test")
     p.set_defaults(func=cmd_coverage)
 
     p = sub.add_parser("docs", parents=[root], help="generate the Markdown catalogue")
@@ -160,13 +161,19 @@ def coverage_report(catalogue: Catalogue, levels: list[str], paths: list[Path],
                     pending: list[str] | None = None) -> dict[str, Any]:
     """Which requirements at ``levels`` are cited, which are not, and which cited IDs are unknown.
 
-    ``gate`` lists the uncovered testable MUST/MUST-NOT requirements (whatever ``levels`` shows) that
-    are not ``pending``; ``stale_pending`` the pending patterns that match no uncovered MUST any more.
+    ``technique_not_honoured`` lists the testable requirements (any level) whose ``technique`` is
+    property or stateful that no hypothesis test cites: their rule holds over a domain or a sequence
+    of operations, which one example does not check. ``gate`` lists the uncovered testable
+    MUST/MUST-NOT requirements (whatever ``levels`` shows) that are not ``pending``;
+    ``stale_pending`` the pending patterns that match no uncovered MUST any more.
     """
     cited: dict[str, list[str]] = defaultdict(list)
+    by_hypothesis: set[str] = set()
     base = Path.cwd()
     for citation in scan(paths):
         cited[citation.requirement].append(citation.where(base))
+        if citation.hypothesis:
+            by_hypothesis.add(citation.requirement)
     wanted = [r for r in catalogue if str(r.level) in levels]
     testable = [r for r in wanted if r.testable]
     must = [r.id for r in catalogue if r.normative and r.testable and r.id not in cited]
@@ -184,6 +191,8 @@ def coverage_report(catalogue: Catalogue, levels: list[str], paths: list[Path],
         "pending": waiting,
         "stale_pending": [p for p in patterns if not any(fnmatch.fnmatchcase(rid, p) for rid in must)],
         "gate": [rid for rid in must if rid not in waiting],
+        "technique_not_honoured": [r.id for r in catalogue if r.testable and r.id not in by_hypothesis
+                                   and r.technique in (Technique.PROPERTY, Technique.STATEFUL)],
     }
 
 
@@ -202,7 +211,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     else:
         _print_coverage(catalogue, levels, report)
     failed = bool(report["gate"] or report["unknown_citations"] or report["stale_pending"])
-    return 1 if failed or (args.strict and report["uncovered"]) else 0
+    return 1 if failed or (args.strict and (report["uncovered"] or report["technique_not_honoured"])) else 0
 
 
 def _print_coverage(catalogue: Catalogue, levels: list[str], report: dict[str, Any]) -> None:
@@ -218,6 +227,12 @@ def _print_coverage(catalogue: Catalogue, levels: list[str], report: dict[str, A
         print(f"unknown ID cited: {rid} at {', '.join(where)}")
     for pattern in report["stale_pending"]:
         print(f"pending {pattern} matches no uncovered testable MUST: remove it from --pending")
+    if report["technique_not_honoured"]:
+        print(f"technique not honoured ({len(report['technique_not_honoured'])}): property/stateful "
+              "requirements no hypothesis test cites:")
+        for rid in report["technique_not_honoured"]:
+            req = catalogue.get(rid)
+            print(f"  {rid:<45}  {req.technique!s:<8}  {req.family:<18}  {req.title}")
     if report["gate"]:
         print(f"FAILED: {len(report['gate'])} testable MUST/MUST-NOT requirements are not tested by the suite")
 

@@ -7,6 +7,12 @@ arguments of calls to ``requirement(...)`` or of any attribute call ending in ``
 (``pytest.mark.requirement``, ``markers.requirement``), as decorators or in ``pytestmark``, following
 names bound once at module level to literals (``COMMIT = "JMS-6.2.7-COMMIT-ATOMIC"``, a tuple of
 them). IDs built at run time (f-strings, computed lists) are not seen: cite IDs as literals.
+
+A citation also says whether the test it marks is a hypothesis test: the decorated function or class
+calls ``given(...)`` or ``run_state_machine_as_test(...)`` (a suite property draws its examples inside
+the test, which owns the broker session) or subclasses ``RuleBasedStateMachine``. That is how
+``ackspec spec coverage`` finds a ``technique: property|stateful`` requirement that no property or
+state machine tests. A module's ``pytestmark`` citation is never counted as one.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MARKER_NAME = "requirement"
+HYPOTHESIS_CALLS = frozenset({"given", "run_state_machine_as_test"})
+"""Calls that make the test around them a hypothesis test (a property, or a state machine run)."""
+STATE_MACHINE_BASE = "RuleBasedStateMachine"
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +36,8 @@ class Citation:
     requirement: str
     path: Path
     line: int
+    hypothesis: bool = False
+    """The cited test is a hypothesis property or state machine (see the module's docstring)."""
 
     def where(self, base: Path | None = None) -> str:
         path = self.path
@@ -70,6 +81,30 @@ def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
     return found
 
 
+def _called_name(node: ast.Call) -> str | None:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _uses_hypothesis(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:
+    """The definition runs hypothesis: calls ``given``/``run_state_machine_as_test`` or is a state machine."""
+    if isinstance(node, ast.ClassDef) and any(
+            (isinstance(base, ast.Name) and base.id == STATE_MACHINE_BASE)
+            or (isinstance(base, ast.Attribute) and base.attr == STATE_MACHINE_BASE) for base in node.bases):
+        return True
+    return any(isinstance(inner, ast.Call) and _called_name(inner) in HYPOTHESIS_CALLS for inner in ast.walk(node))
+
+
+def _hypothesis_markers(tree: ast.Module) -> set[int]:
+    """``id()`` of the marker calls that decorate a hypothesis test."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and _uses_hypothesis(node):
+            found.update(id(inner) for decorator in node.decorator_list for inner in ast.walk(decorator)
+                         if isinstance(inner, ast.Call) and _is_marker_call(inner))
+    return found
+
+
 def citations_in_source(source: str, path: Path) -> list[Citation]:
     """Citations in one module's source; a file that does not parse cites nothing."""
     try:
@@ -78,10 +113,11 @@ def citations_in_source(source: str, path: Path) -> list[Citation]:
         return []
     found: list[Citation] = []
     names = _module_constants(tree)
+    hypothesis = _hypothesis_markers(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _is_marker_call(node):
             for arg in node.args:
-                found.extend(Citation(rid, path, arg.lineno) for rid in _strings(arg, names))
+                found.extend(Citation(rid, path, arg.lineno, id(node) in hypothesis) for rid in _strings(arg, names))
     return sorted(found, key=lambda c: c.line)  # stable: same-line citations keep argument order
 
 
