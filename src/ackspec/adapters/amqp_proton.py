@@ -506,18 +506,22 @@ class ProtonClient(Client):
         known = getattr(dlv, "ackspec_id", None)
         if isinstance(known, str):
             return known
-        try:
-            tag = dlv.tag
-            text = (tag if isinstance(tag, bytes) else str(tag).encode("utf-8", "surrogateescape")).hex()
-        except (RuntimeError, UnicodeDecodeError):
-            # an empty tag (allowed for pre-settled transfers, Artemis sends them) or a non-UTF-8 one,
-            # which proton's accessor cannot return
-            text = f"untagged-{next(_UNTAGGED)}"
+        text = ProtonClient._tag_hex(dlv) or f"untagged-{next(_UNTAGGED)}"
         # an arrival number keeps ids unique even when a broker reuses the tag of a delivery we still
         # hold unsettled (Artemis does after a transaction rollback)
         ack_id = f"{sub.sub_id}/{next(_ARRIVALS)}-{text}"
         dlv.ackspec_id = ack_id  # our own attribute on proton's wrapper
         return ack_id
+
+    @staticmethod
+    def _tag_hex(dlv: PnDelivery) -> str | None:
+        """The delivery tag in hex; None for an empty tag (allowed for pre-settled transfers, Artemis
+        sends them) or a non-UTF-8 one, which proton's accessor cannot return."""
+        try:
+            tag = dlv.tag
+            return (tag if isinstance(tag, bytes) else str(tag).encode("utf-8", "surrogateescape")).hex() or None
+        except (RuntimeError, UnicodeDecodeError):
+            return None
 
     def _check_link(self, link: Link, what: str) -> None:
         err = self._link_errors.get(link.name)
@@ -804,6 +808,9 @@ class ProtonClient(Client):
         headers["amqp:durable"] = "true" if msg.durable else "false"
         headers["amqp:delivery-count"] = str(count)
         headers["amqp:first-acquirer"] = "true" if msg.first_acquirer else "false"
+        tag = self._tag_hex(dlv)
+        if tag is not None:  # the sender's own tag (the ack_id adds an arrival number, so is always unique)
+            headers["amqp:delivery-tag"] = tag
         for key, value in (msg.annotations or {}).items():
             headers[f"amqp:annotation:{key}"] = str(value)
         arrived = sub.settled_on_arrival.pop(self._ack_id(sub, dlv), None)
