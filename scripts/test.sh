@@ -62,7 +62,7 @@ clients_on() {  # BROKER: every client of scripts/clients.list listed against BR
   while read -r name broker client; do
     case "$name" in ''|'#'*) continue ;; esac
     [ "$broker" = "$on" ] || continue
-    client_run "$name" "$broker" "$client" || status=1
+    client_run "$name" "$broker" "$client" || { echo "::: run client-$name FAILED"; status=1; }
   done < scripts/clients.list
   return "$status"
 }
@@ -73,7 +73,7 @@ broker_runs() {  # BROKER: start it, run the suite over each of its protocols, a
   while read -r name url profile; do
     [ -n "$name" ] || continue
     # the restart tests restart the broker with brokers/restart.sh (its messages kept)
-    suite_run "$name" "$url" "$profile" "bash brokers/restart.sh $broker" || status=1
+    suite_run "$name" "$url" "$profile" "bash brokers/restart.sh $broker" || { echo "::: run $name FAILED"; status=1; }
   done < <(python3 -c '
 import sys
 from ackspec.brokers import broker
@@ -131,7 +131,9 @@ if [ ${#failed[@]} -gt 0 ]; then
   # the end of a long log is what a CI page shows: repeat why each failed step failed
   for name in "${failed[@]}"; do
     echo "--- $name: the end of its output ($LOGS/$name.log)"
-    grep -E '^(FAILED|ERROR) |^=+ .*(failed|error)|Timeout' "$LOGS/$name.log" | tail -n 20
+    # pytest's failures, a run's failing verdicts (fail, error, stale) and which of a step's runs failed
+    grep -E '^(FAILED|ERROR) |^=+ .*(failed|error)|Timeout|^\[ *[0-9]+/[0-9]+\] +(fail|error|stale) |^::: run .* FAILED' \
+      "$LOGS/$name.log" | cut -c1-400 | tail -n 20
     tail -n 12 "$LOGS/$name.log"
   done
   echo
