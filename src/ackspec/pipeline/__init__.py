@@ -7,7 +7,7 @@ Modules, one concept each:
 - ``facts``          one history indexed once (sends, deliveries, settlements, resets) for the rules
 - ``rules``          the rules, one small named function each (``RULES``), shared by both engines
 - ``checks_python``  the checks in one process (``check_history(records)``), importable without Spark
-- ``checks_spark``   the same rules as one Spark job (``groupBy(run, test).applyInArrow``), any master
+- ``checks_spark``   the same rules as one Spark job (``groupBy(run, bucket).applyInArrow``), any master
 - ``columnar``       history rows straight from Arrow columns (what the Spark workers check)
 - ``synthetic``      generated histories with anomalies injected at known places
 - ``schema``         the Spark/Parquet schema of history records; reading them by URI, bad records flagged

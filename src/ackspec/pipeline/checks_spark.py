@@ -1,13 +1,16 @@
-"""The history checks as one Spark job: one group per history, the shared rules applied to each.
+"""The history checks as one Spark job: groups of whole histories, the shared rules applied to each.
 
-``groupBy("run", "test").applyInArrow`` hands every history ``(run, test)`` to a Python
-worker as Arrow batches; :func:`check_group` turns them into rows
-(:mod:`ackspec.pipeline.columnar`), sorts them by index and applies
-:func:`ackspec.pipeline.checks_python.check_one`: the facts of the history and every rule
-of :data:`ackspec.pipeline.rules.RULES`, the same code the single-process checker runs.
-A group yields its anomalies, one row of send counts and, when the reader flagged some of
-its records (:data:`ackspec.pipeline.schema.PROBLEM`), one row counting them: bad records
-are reported per run instead of failing the job.
+``groupBy("run", "bucket").applyInArrow`` hands a bucket of histories (the tests of one
+run whose name hashes to the same bucket, :data:`BUCKETS` per run) to a Python worker as
+Arrow batches; :func:`check_bucket` sorts them by ``(test, index)`` in Arrow, cuts them
+into histories and turns each into rows (:mod:`ackspec.pipeline.columnar`), then applies
+:func:`ackspec.pipeline.checks_python.check_one` to each: the facts of the history and
+every rule of :data:`ackspec.pipeline.rules.RULES`, the same code the single-process
+checker runs. A bucket yields its anomalies, one row of send counts and, when the reader
+flagged some of its records (:data:`ackspec.pipeline.schema.PROBLEM`), one row counting
+them: bad records are reported per run instead of failing the job. A group per history
+(``groupBy("run", "test")``) would state the same thing, but pays an Arrow stream and a
+Python call per history: a third of the CPU at 10M operations (docs/pipeline-benchmark.md).
 
 What reaches the driver is bounded by the findings, not by the operations: the send
 counts and problems are summed per run by a DataFrame aggregate before anything is
@@ -23,9 +26,10 @@ package to a non-local master.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -39,7 +43,13 @@ from ackspec.pipeline.anomalies import Anomaly, AnomalyKind, CheckResult, Proble
 from ackspec.pipeline.checks_python import RULE_RECORDS, check_one
 from ackspec.pipeline.schema import PROBLEM, SOURCE
 
-H = ["run", "test"]
+BUCKET = "bucket"
+"""The grouping column beside ``run``: a hash of ``test`` modulo :data:`BUCKETS`."""
+BUCKETS = 64
+"""Buckets per run. One Arrow stream and one Python call per history cost about 1 ms each (35,000
+groups at 10M operations: a third of the job's CPU); a bucket of many histories pays it once. 64
+per run keeps a bucket of a 1M-operation run near 10,000 rows and one of a 100M-operation run
+within a few hundred MB of a Python worker."""
 SENDS = "sends"
 """``kind`` of a group's send-count row."""
 PROBLEMS = "problem"
@@ -58,13 +68,10 @@ OUTPUT_DDL = ("kind string, run string, test string, destination string, produce
               "problem string, source string")
 
 ANOMALY_COLUMNS = ("kind", "run", "test", "destination", "producer", "seq", "operations", "decisive")
-_BY_INDEX = itemgetter(0)
 
 
 def _sends_only(run: str, sends: SendCounts) -> pa.RecordBatch:
-    """The output of a history without anomalies or problems (most of them): one row, built cheaply
-    from cached null columns (``from_pydict`` of 13 columns cost a quarter of a millisecond per
-    history, about as much as checking a small one)."""
+    """The output of a bucket without anomalies or problems: one row, built from cached null columns."""
     arrays = [_NULLS[name] for name in OUTPUT.names]
     arrays[0], arrays[1] = _SENDS_KIND, pa.array([run], pa.string())
     arrays[8:11] = [pa.array([n], pa.int64()) for n in (sends.confirmed, sends.failed, sends.indeterminate)]
@@ -75,13 +82,15 @@ _NULLS = {field.name: pa.nulls(1, field.type) for field in OUTPUT}
 _SENDS_KIND = pa.array([SENDS], pa.string())
 
 
-def _output(run: str, test: str, anomalies: list[Anomaly], sends: SendCounts,
+def _output(run: str, anomalies: list[Anomaly], sends: SendCounts,
             problems: tuple[int, str, str] | None) -> pa.RecordBatch:
+    """A bucket's rows: its anomalies, one row of its send counts, one counting its flagged records."""
     if not anomalies and problems is None:
         return _sends_only(run, sends)
     n = len(anomalies)
     columns: dict[str, list[Any]] = {
-        "kind": [str(a.kind) for a in anomalies] + [SENDS], "run": [run] * (n + 1), "test": [test] * n + [None],
+        "kind": [str(a.kind) for a in anomalies] + [SENDS], "run": [run] * (n + 1),
+        "test": [a.test for a in anomalies] + [None],
         "destination": [a.destination for a in anomalies] + [None],
         "producer": [a.producer for a in anomalies] + [None], "seq": [a.seq for a in anomalies] + [None],
         "operations": [list(a.operations) for a in anomalies] + [None],
@@ -98,21 +107,51 @@ def _output(run: str, test: str, anomalies: list[Anomaly], sends: SendCounts,
     return pa.RecordBatch.from_pydict(columns, schema=OUTPUT)
 
 
-def check_group(key: tuple[Any, ...], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The worker side: one history ``(run, test)`` in, its anomalies, send counts and problems out."""
-    run, test = key[0].as_py(), key[1].as_py()
-    table = pa.Table.from_batches(list(batches))
-    problems = None
+def _set_aside_problems(table: pa.Table) -> tuple[pa.Table, tuple[int, str, str] | None]:
+    """The records the reader could use, and ``(count, first problem, its source)`` of the flagged ones."""
     flags = table.column(PROBLEM)
-    if flags.null_count < table.num_rows:  # the reader flagged some records of this group
-        flagged = pc.is_valid(flags)
-        bad = table.filter(flagged)
-        problems = (bad.num_rows, bad.column(PROBLEM)[0].as_py(), bad.column(SOURCE)[0].as_py())
-        table = table.filter(pc.invert(flagged))
-    rows = columnar.rows(table)
-    rows.sort(key=_BY_INDEX)  # a group comes in no particular order; nearly sorted, so this is cheap
-    anomalies, sends = check_one(run, test, rows) if rows else ([], SendCounts())
-    yield _output(run, test, anomalies, sends, problems)
+    if flags.null_count == table.num_rows:
+        return table, None
+    flagged = pc.is_valid(flags)
+    bad = table.filter(flagged)
+    return table.filter(pc.invert(flagged)), (bad.num_rows, bad.column(PROBLEM)[0].as_py(),
+                                              bad.column(SOURCE)[0].as_py())
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector paused while a bucket is checked.
+
+    A bucket becomes tens of thousands of row tuples at once, and every 700 new objects the
+    collector scans the young ones, then promotes and rescans them: 45% of the time spent
+    turning columns into rows (measured: 2.9 s instead of 1.6 s of CPU per million). The rows
+    and facts form no cycles, so reference counting frees them all when the bucket is done."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def check_bucket(key: tuple[Any, ...], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The worker side: one bucket ``(run, hash(test) mod n)`` of whole histories in; their anomalies,
+    one row of their send counts and one of their flagged records out.
+
+    Spark hands a group's rows over in no particular order: the bucket is sorted by
+    ``(test, index)`` in Arrow and cut into histories (:func:`ackspec.pipeline.columnar.table_histories`),
+    each checked by :func:`ackspec.pipeline.checks_python.check_one`."""
+    run = key[0].as_py()
+    table, problems = _set_aside_problems(pa.Table.from_batches(list(batches)))
+    anomalies: list[Anomaly] = []
+    sends = SendCounts()
+    with _no_cycle_collection():
+        for history_run, test, rows in columnar.table_histories(table) if table.num_rows else ():
+            found, counts = check_one(history_run, test, rows)
+            anomalies.extend(found)
+            sends = sends + counts
+    yield _output(run, anomalies, sends, problems)
 
 
 def _rule_record() -> Column:
@@ -201,9 +240,11 @@ def result_of(rows: list[Any]) -> CheckResult:
     return CheckResult(tuple(sorted(found)), sends, problems=tuple(sorted(problems)))
 
 
-def check_dataframe(histories: DataFrame) -> SparkCheck:
-    """Build the check job over a DataFrame of history rows (schema of :mod:`ackspec.pipeline.schema`)."""
-    return SparkCheck(prepare(histories).groupBy(*H).applyInArrow(check_group, OUTPUT_DDL))
+def check_dataframe(histories: DataFrame, buckets: int = BUCKETS) -> SparkCheck:
+    """Build the check job over a DataFrame of history rows (schema of :mod:`ackspec.pipeline.schema`):
+    grouped by run and a hash bucket of its tests, so that every history lands whole in one group."""
+    prepared = prepare(histories).withColumn(BUCKET, F.pmod(F.xxhash64("test"), F.lit(buckets)))
+    return SparkCheck(prepared.groupBy("run", BUCKET).applyInArrow(check_bucket, OUTPUT_DDL))
 
 
 def check_histories_spark(histories: DataFrame) -> CheckResult:
