@@ -161,3 +161,60 @@ def test_dead_letter_after_redelivery_limit(harness: Harness) -> None:
     extra = seqs(harness.barrier(c, q, c, sub, ack_each=True))
     checks.check(not extra, "AMQ-REDELIVERY-MAX", f"redelivered beyond the limit: {extra}")
     checks.done()
+
+
+REDELIVERY_CAUSES: tuple[tuple[str, Capability], ...] = (
+    ("crash", Capability.ABRUPT_DISCONNECT), ("disconnect", Capability.ACK_CLIENT_INDIVIDUAL),
+    ("nack", Capability.NACK))
+"""What sends a delivered, unacknowledged message back, and what the target must offer for each: the
+consumer's connection dropping, the consumer disconnecting, or a NACK (then a disconnect, in case the
+broker redelivered it at once to the same consumer)."""
+
+
+@requirement("JMS-3.5.11-DELIVERY-COUNT-INCREMENTS")
+def test_delivery_count_grows_over_any_redeliveries(harness: Harness) -> None:
+    """Any sequence of one to four redeliveries, each caused by a dropped connection, a disconnect or a NACK:
+    every further delivery of the message has a larger delivery count than the one before."""
+    harness.require(Capability.ACK_CLIENT_INDIVIDUAL)
+    causes = [cause for cause, needs in REDELIVERY_CAUSES if harness.has(needs)]
+    producer = harness.client("producer")
+
+    @hypothesis_settings(examples=6)
+    @hypothesis_seed()
+    @given(sequence=st.lists(st.sampled_from(causes), min_size=1, max_size=4))
+    def grows(sequence: list[str]) -> None:
+        q = harness.queue()
+        harness.send_seq(producer, q, [0], persistent=True)
+        seen = _deliveries_over(harness, q, sequence)
+        counts = [d.delivery_count for d in seen]
+        check(all(a is not None and b is not None and b > a for a, b in itertools.pairwise(counts)),
+              "JMS-3.5.11-DELIVERY-COUNT-INCREMENTS",
+              f"delivery counts {counts} over deliveries ended by {sequence[:len(seen)]}")
+
+    grows()
+
+
+def _deliveries_over(harness: Harness, q: str, sequence: list[str]) -> list[Delivery]:
+    """Deliver seq 0 of ``q`` once per cause in ``sequence`` (each ending its delivery so), then once more,
+    acknowledged. Stops early when it does not come back: after a NACK the broker may drop or dead-letter
+    it (declared dropped); after a disconnect or a drop, its loss is left to the history checks."""
+    seen: list[Delivery] = []
+    for cause in [*sequence, None]:
+        c = harness.client()
+        sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
+        got = harness.receive_n(c, sub, 1, timeout=harness.timeout * (2 if seen else 1))
+        if not got:
+            if seen and sequence[len(seen) - 1] == "nack":
+                harness.expect_dropped(q, [0], reason="NACKed: the broker may drop or dead-letter it")
+            c.disconnect()
+            return seen
+        seen.append(got[0])
+        if cause == "crash":
+            c.crash()
+            continue
+        if cause == "nack":
+            c.nack(got[0])
+        elif cause is None:
+            c.ack(got[0])
+        c.disconnect()
+    return seen
