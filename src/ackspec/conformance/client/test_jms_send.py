@@ -8,6 +8,7 @@ rejects them in the order it wants.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import threading
 from collections.abc import Callable
@@ -21,7 +22,8 @@ from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.markers import requirement
-from ackspec.reference.confirmations import Gate
+from ackspec.conformance.strategies import drawn
+from ackspec.reference.confirmations import Answered, Gate
 
 MakeCut = Callable[..., ClientUnderTest]
 
@@ -156,6 +158,106 @@ def test_callback_order_across_destinations_and_mixed_with_sync(cut: ClientUnder
     assert cut.events.of("completion") == [], "a later send's callback overtook an earlier one"
     gate_a.release()
     assert callbacks(cut, 3) == [("completion", first), ("completion", second), ("completion", third)]
+
+
+MAX_DESTINATIONS = 4
+"""Cap on the number of destinations drawn from JMS-7.3.8-CALLBACK-ORDER-ACROSS-DESTINATIONS (2..): each
+is a queue with its own confirmation gate, and four already give every send a choice of where to go."""
+
+
+@dataclass(frozen=True, slots=True)
+class _MixedSends:
+    """A plan: which destinations hold their confirmations, the sends as (destination, synchronous), the
+    order the held confirmations are answered in (send indices) and which of them are rejections."""
+
+    held: list[bool]
+    sends: list[tuple[int, bool]]
+    answer_order: list[int]
+    rejected: set[int]
+
+
+@st.composite
+def _mixed_sends(draw: st.DrawFn) -> _MixedSends:
+    """A synchronous send waits for its own confirmation, so it goes to a destination that does not hold
+    them; at least one destination holds (else no confirmation could come out of order)."""
+    count = draw(drawn("JMS-7.3.8-CALLBACK-ORDER-ACROSS-DESTINATIONS", "destinations", cap=MAX_DESTINATIONS),
+                 label="destinations")
+    held = draw(st.lists(st.booleans(), min_size=count, max_size=count).filter(any), label="held")
+    free = [i for i in range(count) if not held[i]]
+    send = st.tuples(st.integers(0, count - 1), st.just(False))
+    if free:
+        send = st.one_of(send, st.tuples(st.sampled_from(free), st.just(True)))
+    sends = draw(st.lists(send, min_size=1, max_size=8), label="sends")
+    answered = [n for n, (d, _) in enumerate(sends) if held[d]]
+    order = draw(st.permutations(answered), label="answer order")
+    rejected = draw(st.sets(st.sampled_from(answered)) if answered else st.just(set[int]()), label="rejected")
+    return _MixedSends(held, sends, list(order), rejected)
+
+
+@requirement("JMS-7.3.8-CALLBACK-ORDER-ACROSS-DESTINATIONS", "JMS-7.3.3-ORDER-MIXED-SYNC-ASYNC")
+def test_send_and_callback_order_over_any_destinations_and_mix(cut: ClientUnderTest, env: Env) -> None:
+    """One producer, any number of destinations (some holding their confirmations), any sequence of
+    synchronous and asynchronous sends among them, the held confirmations answered in any order and any
+    of them rejected: each destination has its messages in send order, and the asynchronous sends are
+    called back in send order, whatever destination confirmed first."""
+    cut.require(ClientFeature.ASYNC_SEND)
+    s = cut.session()
+    p = cut.producer(s)
+    examples = itertools.count()
+
+    @hypothesis_settings()
+    @hypothesis_seed()
+    @given(plan=_mixed_sends())
+    def in_send_order(plan: _MixedSends) -> None:
+        before = len(cut.events.of("completion", "exception"))  # a replayed example starts from here too
+        example = next(examples)  # fresh queues: a gate sees every answer held for its destination so far
+        queues = [env.queue(f"x{example}.d{i}") for i in range(len(plan.held))]
+        gates = {i: env.proxy.hold("SEND", q) for i, q in enumerate(queues) if plan.held[i]}
+        try:
+            handles = _send_all(cut, env, p, queues, plan.sends)
+            for i, q in enumerate(queues):
+                expected = [f"m{n}".encode() for n, (d, _) in enumerate(plan.sends) if d == i]
+                assert [m.body for m in env.drain(q, len(expected))] == expected, (
+                    f"destination {i} got its messages out of send order ({plan})")
+            # each held confirmation, with the send it answers (a gate holds its destination's in send order)
+            answers: dict[int, Answered] = {}
+            for i, gate in gates.items():
+                mine = [n for n, (d, _) in enumerate(plan.sends) if d == i]
+                answers.update(zip(mine, gate.wait_held(len(mine), TIMEOUT), strict=True))
+            for n in plan.answer_order:
+                gate = gates[plan.sends[n][0]]
+                (gate.reject if n in plan.rejected else gate.release)(answers[n].receipt_id)
+            expected_calls = [("exception" if n in plan.rejected else "completion", h) for n, h in enumerate(handles)
+                              if h is not None]
+            got = callbacks(cut, before + len(expected_calls))[before:]
+            assert got == expected_calls, f"callbacks out of send order ({plan})"
+        finally:  # a failed example must not leave answers held for the next (or its replay)
+            for gate in gates.values():
+                gate.close()
+
+    in_send_order()
+
+
+def _send_all(cut: ClientUnderTest, env: Env, producer: str, queues: list[str],
+              sends: list[tuple[int, bool]]) -> list[str | None]:
+    """Send ``m<n>`` for each planned send; the asynchronous sends' handles (None for a synchronous one).
+
+    Each send runs in the background with a bound: an asynchronous send must return at once, and a
+    synchronous one goes to a destination whose confirmations are not held, so neither may wait for
+    an earlier send's held confirmation (7.3.3 orders messages, it does not serialise sends)."""
+    handles: list[str | None] = []
+    for n, (d, sync) in enumerate(sends):
+        body = f"m{n}".encode()
+        if sync:
+            call = env.background(functools.partial(cut.sync_send, producer, queues[d], body, persistent=False))
+        else:
+            call = env.background(functools.partial(cut.async_send, producer, queues[d], body))
+        kind = "synchronous" if sync else "asynchronous"
+        assert call.returned_within(TIMEOUT), (
+            f"send {n} ({kind}, to destination {d}) waited for an earlier send's confirmation: sends {sends}")
+        result = call.wait()
+        handles.append(None if sync else result)
+    return handles
 
 
 @requirement("JMS-7.3.8-ONE-CALLBACK-AT-A-TIME", "JMS-7.3.8-NOT-ON-SENDING-THREAD")
