@@ -7,13 +7,19 @@ effect is observed at the broker (redelivery, dead-letter queue) on an observer 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError
+from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.markers import requirement
+from ackspec.conformance.strategies import drawn
 
 MakeCut = Callable[..., ClientUnderTest]
 AUTO, CLIENT, DUPS_OK, INDIVIDUAL = 1, 2, 3, 4
@@ -210,6 +216,107 @@ def test_client_acknowledge_covers_every_consumer_of_the_session(make_cut: MakeC
     assert sorted(acks(cut)) == [(STANDARD, 1), (STANDARD, 2)]
     cut.close()
     assert env.contents(qa) == [] and env.contents(qb) == []
+
+
+MAX_QUEUES, MAX_FILL = 3, 4
+"""A session's consumers (one queue each) and the messages put on each queue, per example."""
+
+_RECEIVE = st.tuples(st.just("receive"), st.integers(0, MAX_QUEUES - 1))
+SESSION_STEPS = st.one_of(_RECEIVE, _RECEIVE, st.just(("acknowledge", 0)), st.just(("recover", 0)))
+"""One step on a CLIENT_ACKNOWLEDGE session: receive on a consumer (drawn twice as often: acknowledges and
+recovers only matter once several messages are out), acknowledge, or recover."""
+
+
+@dataclass
+class _SessionModel:
+    """What a CLIENT_ACKNOWLEDGE session must do: acknowledge() consumes everything the session delivered so
+    far, on every consumer; recover() puts every delivered, unacknowledged message back in front of its
+    queue, to be delivered again in order, after the last acknowledged one."""
+
+    pending: list[list[bytes]]
+    delivered: list[tuple[int, bytes]] = field(default_factory=list)
+    handles: list[str] = field(default_factory=list)
+
+    def receive(self, consumer: int) -> bytes:
+        body = self.pending[consumer].pop(0)
+        self.delivered.append((consumer, body))
+        return body
+
+    def acknowledge(self) -> None:
+        self.delivered.clear()
+        self.handles.clear()
+
+    def recover(self) -> None:
+        for consumer in range(len(self.pending)):
+            mine = [body for c, body in self.delivered if c == consumer]
+            self.pending[consumer][:0] = mine
+        self.acknowledge()
+
+    def left(self, consumer: int) -> list[bytes]:
+        return sorted(self.pending[consumer] + [body for c, body in self.delivered if c == consumer])
+
+
+@requirement("JMS-6.2.10-CLIENT-ACK-CUMULATIVE", "JMS-6.2.10-RECOVER-RESTARTS")
+def test_client_ack_session_over_any_receives_acknowledges_and_recovers(make_cut: MakeCut, env: Env) -> None:
+    """A CLIENT_ACKNOWLEDGE session (the catalogue's ack mode) with one to three consumers, and any
+    sequence of receives, acknowledges and recovers: each receive gets the message the model says (a
+    recover restarts after the last acknowledged message), and once the session closes, exactly what it
+    delivered after its last acknowledge is back on the queues, with what it never delivered."""
+    cut = make_cut()
+    cut.require(ClientFeature.ACK_MODES, ClientFeature.RECOVER)
+    feeder = make_cut()  # one plain connection fills every example's queues
+    fp = feeder.producer(feeder.session())
+    examples = itertools.count()
+
+    @hypothesis_settings(examples=10)
+    @hypothesis_seed()
+    @given(ack_mode=drawn("JMS-6.2.10-CLIENT-ACK-CUMULATIVE", "ack_mode"),
+           fills=st.lists(st.integers(1, MAX_FILL), min_size=1, max_size=MAX_QUEUES),
+           steps=st.lists(SESSION_STEPS, min_size=1, max_size=12))
+    def as_the_model(ack_mode: int, fills: list[int], steps: list[tuple[str, int]]) -> None:
+        example = next(examples)
+        queues = [env.queue(f"x{example}.c{i}") for i in range(len(fills))]
+        for q, count in zip(queues, fills, strict=True):
+            for i in range(count):
+                feeder.sync_send(fp, q, b"%d" % i, persistent=True)
+        s = cut.session(ack_mode=ack_mode)
+        consumers = [cut.consumer(s, q) for q in queues]
+        model = _SessionModel([[b"%d" % i for i in range(count)] for count in fills])
+        done: list[str] = []
+        try:
+            for step, index in steps:
+                _session_step(cut, s, consumers, model, (step, index % len(fills)), done)
+        finally:
+            cut.close_session(s)
+        for i, q in enumerate(queues):
+            assert sorted(env.contents(q)) == model.left(i), (
+                f"queue {i} after the session closed: steps {done} left the wrong messages unconsumed")
+
+    as_the_model()
+
+
+def _session_step(cut: ClientUnderTest, session: str, consumers: list[str], model: _SessionModel,
+                  step: tuple[str, int], done: list[str]) -> None:
+    """Apply one step to the client and the model; a receive with nothing left in the model is skipped
+    (absence would cost a timeout and is not what these rules are about)."""
+    kind, consumer = step
+    if kind == "receive":
+        if not model.pending[consumer]:
+            return
+        expected = model.receive(consumer)
+        got = cut.receive(consumers[consumer], TIMEOUT)
+        done.append(f"receive c{consumer}")
+        assert got is not None and got.body == expected, (
+            f"after {done}: consumer {consumer} got {got.body if got else None!r}, expected {expected!r}")
+        model.handles.append(got.handle)
+    elif kind == "acknowledge" and model.handles:
+        cut.acknowledge(model.handles[-1])  # any delivered message's acknowledge() covers the whole session
+        model.acknowledge()
+        done.append("acknowledge")
+    elif kind == "recover":
+        cut.recover(session)
+        model.recover()
+        done.append("recover")
 
 
 @requirement("AMQ-ACKMODE-INDIVIDUAL", "AMQ-ACKTYPE-INDIVIDUAL")
