@@ -18,6 +18,9 @@ import pytest
 
 from .silent_broker import silent_broker
 
+ROOT = Path(__file__).resolve().parents[2]
+"""The checkout: ``tests.quality.mutants`` is importable from there."""
+
 TIMEOUT = 0.5
 SLACK = 2.0  # a test may wait a few times (connect, then a receipt), and the machine is shared
 START_UP = 60.0  # interpreter, imports, the report
@@ -55,13 +58,14 @@ def test_a_silent_broker_gets_verdicts_and_a_report_in_bounded_time(tmp_path: Pa
 
 
 def test_a_broker_that_never_sends_a_receipt_is_judged_without_shrinking_for_minutes(tmp_path: Path) -> None:
-    """The reference broker with its no-receipt fault: every receipt wait times out, a property test's
-    failing example is reported as first found (with the seed), and the run stays within its bound."""
+    """The reference broker built as the quality checks' no-receipt mutant: every receipt wait times out, a
+    property test's failing example is reported as first found (with the seed), and the run stays within its bound."""
     out = tmp_path / "run"
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "ackspec", "run", "--target", "reference://embedded",
-                           "--fault", "no-receipt", "--timeout", str(TIMEOUT), "--out", str(out), "--no-report"],
-                          capture_output=True, text=True, timeout=900, check=False, cwd=tmp_path)
+                           "--broker-parts", "tests.quality.mutants:no-receipt", "--timeout", str(TIMEOUT),
+                           "--out", str(out), "--no-report"],
+                          capture_output=True, text=True, timeout=900, check=False, cwd=ROOT)
     took = time.monotonic() - started
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     tests = {t["test"] for t in results["tests"]}

@@ -12,8 +12,7 @@ the example tests never produce:
   prefetch property draws its bound from the catalogue's domain (``1..``), the example test used 3.
 
 Run the suite against one: ``python -m tests.quality.outside_mutants NAME [ackspec run options]``
-(from the repository root): it replaces the core class the embedded broker builds, then runs
-``ackspec run`` in the same process.
+(from the repository root), which is ``ackspec run --broker-parts tests.quality.outside_mutants:NAME``.
 """
 
 from __future__ import annotations
@@ -21,8 +20,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ackspec.reference import server
 from ackspec.reference.broker.core import BrokerCore
+from ackspec.reference.parts import BrokerParts
 
 
 class TxLossAfterRollback(BrokerCore):
@@ -60,12 +59,18 @@ OUTSIDE_MUTANTS: dict[str, type[BrokerCore]] = {
 }
 
 
+def __getattr__(name: str) -> BrokerParts:
+    """``tests.quality.outside_mutants:NAME`` (what ``--broker-parts`` takes): the broker of mutant ``NAME``."""
+    if name not in OUTSIDE_MUTANTS:
+        raise AttributeError(name)
+    return BrokerParts(core=OUTSIDE_MUTANTS[name])
+
+
 def run(mutant: str, argv: list[str]) -> int:
     """``ackspec run ARGV`` with the embedded broker built on the mutant core."""
     from ackspec.cli import main  # noqa: PLC0415
 
-    server.BrokerCore = OUTSIDE_MUTANTS[mutant]  # type: ignore[misc]
-    return main(["run", *argv])
+    return main(["run", "--broker-parts", f"tests.quality.outside_mutants:{mutant}", *argv])
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from ackspec.conformance.config import NO_SHRINK_ENV
 
+ROOT = Path(__file__).resolve().parents[2]
+
 Verdicts = dict[str, set[str]]
 """verdict -> the requirements that got it in one run."""
 
@@ -28,17 +30,17 @@ WORKERS = int(os.environ.get("ACKSPEC_QUALITY_WORKERS", "3"))
 """Concurrent suite runs (each mostly waits on sockets and receive timeouts)."""
 
 
-def run_suite(out: Path, only: list[str], fault: str | None, target: str | None = None) -> Verdicts:
-    """One ``ackspec run`` restricted to the ``--only`` patterns, with ``fault`` (a mutant) enabled."""
+def run_suite(out: Path, only: list[str], mutant: str | None, target: str | None = None) -> Verdicts:
+    """One ``ackspec run`` restricted to the ``--only`` patterns, against ``mutant`` (tests/quality/mutants.py)."""
     cmd = [sys.executable, "-m", "ackspec", "run", "--no-report", "--timeout", "1", "--examples", "4",
            "--out", str(out)]
     cmd += ["--target", target or "reference://embedded"]  # one target: the default run covers both protocols
     for pattern in only:
         cmd += ["--only", pattern]
-    if fault:
-        cmd += ["--fault", fault]
+    if mutant:
+        cmd += ["--broker-parts", f"tests.quality.mutants:{mutant}"]
     env = {**os.environ, NO_SHRINK_ENV: "1"}  # the verdict is all we need: no shrinking
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False, env=env, cwd=ROOT)
     results = out / "results.json"
     assert results.exists(), f"no results ({proc.returncode}): {proc.stderr[-2000:]}"
     verdicts: Verdicts = {}

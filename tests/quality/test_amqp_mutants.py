@@ -12,7 +12,7 @@ sees it, to keep this file fast; the three that needed AMQP-specific work are th
 ``client-as-individual``
     AMQP has no cumulative acknowledgement; a client settles many deliveries at once with one
     disposition *range*, and the mutant applies a range to its last delivery only (see
-    reference/amqp/mutants.py). Caught by the cumulative-ack test (the driver writes a CLIENT-mode
+    tests/quality/amqp_frames.py). Caught by the cumulative-ack test (the driver writes a CLIENT-mode
     ack as one range).
 ``ignore-prefetch``
     over AMQP: ignore link credit (every flow read as 1000 more credit), so transfers exceed
@@ -30,8 +30,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from ackspec.reference.faults import MUTANTS
-
+from .mutants import MUTANTS
 from .runner import Verdicts, assert_caught, start_runs
 
 TARGET = "reference+amqp://embedded"

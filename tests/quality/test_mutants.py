@@ -1,7 +1,8 @@
 """Suite quality: every mutant of the reference broker is caught, and the clean broker passes.
 
-Each mutant (``ackspec.reference.faults.MUTANTS``) makes the embedded reference
-broker wrong in one way. The suite, run against it (``ackspec run --fault``),
+Each mutant (``tests/quality/mutants.py``, built from outside the broker) makes the embedded
+reference broker wrong in one way. The suite, run against it
+(``ackspec run --broker-parts tests.quality.mutants:NAME``),
 must report a *fail* verdict for at least one requirement that the bug breaks;
 against the clean broker it must report no failure at all. This is the suite's
 own acceptance test: a suite that misses a mutant has a blind spot.
@@ -20,8 +21,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from ackspec.reference.faults import MUTANTS
-
+from .mutants import MUTANTS
 from .runner import Verdicts, assert_caught, start_runs
 
 # mutant -> (suite modules to run, requirements of which at least one must fail)

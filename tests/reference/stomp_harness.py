@@ -8,6 +8,7 @@ from ackspec.reference.broker.hub import Hub
 from ackspec.reference.broker.model import CoreConfig
 from ackspec.reference.broker.trace import Tracer
 from ackspec.reference.faults import FaultInjector
+from ackspec.reference.parts import REFERENCE_PARTS, BrokerParts
 from ackspec.reference.stomp.codec import FrameParser, encode
 from ackspec.reference.stomp.frames import Frame
 from ackspec.reference.stomp.session import SessionConfig, StompSession
@@ -23,11 +24,13 @@ class Clock:
 
 class Broker:
     def __init__(self, config: CoreConfig | None = None, *, auth: Authenticator | None = None,
-                 session_config: SessionConfig | None = None, journaling: bool = False) -> None:
+                 session_config: SessionConfig | None = None, journaling: bool = False,
+                 parts: BrokerParts = REFERENCE_PARTS) -> None:
+        self.parts = parts
         self.clock = Clock()
         self.faults = FaultInjector()
         self.tracer = Tracer()
-        self.core = BrokerCore(config, tracer=self.tracer, faults=self.faults)
+        self.core: BrokerCore = parts.core(config, tracer=self.tracer, faults=self.faults)
         self.hub = Hub(self.core)
         self.hub.journaling = journaling
         self.auth = auth or Authenticator()
@@ -37,8 +40,8 @@ class Broker:
 
     def client(self, version: str = "1.2", connect: bool = True, **headers: str) -> Client:
         self._n += 1
-        s = StompSession(f"c{self._n}", self.hub, config=self.session_config, auth=self.auth, clock=self.clock,
-                         faults=self.faults, tracer=self.tracer)
+        s = self.parts.stomp_session(f"c{self._n}", self.hub, config=self.session_config, auth=self.auth,
+                                     clock=self.clock, faults=self.faults, tracer=self.tracer)
         self.sessions.append(s)
         c = Client(self, s)
         if connect:

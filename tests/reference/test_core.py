@@ -23,7 +23,6 @@ from ackspec.reference.broker import (
     Settlement,
     Stored,
 )
-from ackspec.reference.faults import FaultInjector
 
 
 def delivers(effects: list[Effect]) -> list[Deliver]:
@@ -258,25 +257,3 @@ def test_duplicate_subscription_id(core: BrokerCore) -> None:
     core.subscribe("c1", "s", "/queue/a")
     with pytest.raises(CoreError):
         core.subscribe("c1", "s", "/queue/b")
-
-
-@pytest.mark.parametrize("mutant", ["lose-message", "duplicate-no-flag", "reorder", "ignore-ack",
-                                    "client-as-individual", "leak-tx-sends", "ignore-prefetch"])
-def test_mutants_change_behaviour(mutant: str) -> None:
-    def run(faults: FaultInjector | None) -> list[list[tuple[bytes, bool]]]:
-        core = BrokerCore(faults=faults)
-        core.open("p")
-        core.open("c")
-        core.begin("p", "t")
-        core.publish("p", "/queue/a", b"tx", tx="t")
-        for i in range(4):
-            core.publish("p", "/queue/a", b"%d" % i)
-        out = core.subscribe("c", "s", "/queue/a", ack=AckMode.CLIENT, prefetch=2)
-        ds = delivers(out)
-        out2 = core.settle("c", ds[-1].delivery_id)
-        core.abort("p", "t")
-        return [[(d.message.body, d.redelivered) for d in x] for x in (ds, delivers(out2))]
-
-    faults = FaultInjector()
-    faults.enable_mutant(mutant)
-    assert run(faults) != run(None)

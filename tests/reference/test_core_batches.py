@@ -71,14 +71,6 @@ def test_publish_many_rejects_past_the_queue_depth_like_publish() -> None:
     assert batched.queue_depth("/queue/a") == 5
 
 
-def test_publish_many_with_a_mutant_on_takes_the_per_message_path() -> None:
-    faults = FaultInjector()
-    faults.enable_mutant("lose-message")
-    batched, single = _pair(faults=faults)
-    assert batched.publish_many("p", "/queue/a", BATCH) == _one_by_one(single, "/queue/a", BATCH)
-    assert _state(batched, "/queue/a") == _state(single, "/queue/a")
-
-
 def test_publish_many_on_an_unknown_connection_raises() -> None:
     core = BrokerCore()
     with pytest.raises(CoreError):

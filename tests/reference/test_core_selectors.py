@@ -314,22 +314,6 @@ def test_acknowledged_matching_copies_do_not_survive_a_restart(core: BrokerCore)
     assert bodies(again.subscribe("c2", "s", T, durable=KEY, selector=sel(RED))) == [body(2, "red")]
 
 
-# -- the quality-check mutant -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("destination", [Q, T])
-def test_mutant_selector_ignored_delivers_unmatched_messages(destination: str) -> None:
-    def run(faults: FaultInjector | None) -> list[bytes]:
-        core = new_core(faults=faults)
-        out = core.subscribe("c1", "s", destination, selector=sel(RED))
-        return bodies(out + publish(core, destination, ["red", "blue"]))
-
-    faults = FaultInjector()
-    faults.enable_mutant("selector-ignored")
-    assert run(None) == [body(0, "red")]
-    assert run(faults) == [body(0, "red"), body(1, "blue")]
-
-
 # -- noLocal ------------------------------------------------------------------------------------------------
 
 
@@ -392,11 +376,3 @@ def test_a_durable_no_local_subscription_survives_a_restart_with_its_no_local() 
     again.publish("p", T, b"other", (), persistent=True)
     assert again.durable_depth(KEY) == 1
     assert again.live_records()[0] == DurableSubscribed(KEY[0], KEY[1], T, "", True)
-
-
-def test_the_no_local_ignored_mutant_delivers_own_messages() -> None:
-    faults = FaultInjector()
-    faults.enable_mutant("no-local-ignored")
-    c = new_core(faults=faults)
-    c.subscribe("c1", "mine", T, no_local=True)
-    assert bodies(c.publish("c1", T, b"own", ()), "c1") == [b"own"]

@@ -110,11 +110,11 @@ def test_control_api(broker: EmbeddedBroker) -> None:
     err = p.recv()
     assert err.command == "ERROR" and err.get("message") == "refused by test" and err.get("receipt-id") == "r"
     call("DELETE", f"/faults/rules/{rid['id']}")
-    call("POST", "/faults/mutants", {"name": "mangle-body", "destination": "/queue/ctl2"})
+    call("POST", "/faults/rules", {"destination": "/queue/ctl2", "receipt_delay": 0.5})
     snapshot = call("GET", "/faults")
-    assert isinstance(snapshot, dict) and snapshot["mutants"][0]["name"] == "mangle-body"
+    assert isinstance(snapshot, dict) and snapshot["rules"][0]["receipt_delay"] == 0.5
     call("DELETE", "/faults")
-    assert call("GET", "/faults") == {"rules": [], "mutants": []}
+    assert call("GET", "/faults") == {"rules": []}
     trace = call("GET", "/trace")
     assert isinstance(trace, dict) and trace.get("STOMP-ERROR-CLOSES", 0) >= 1
 
@@ -127,12 +127,12 @@ def test_control_api_refuses_requests_without_the_token(broker: EmbeddedBroker, 
     headers = {"Content-Type": "application/json"}
     if authorization is not None:
         headers["Authorization"] = authorization
-    req = urllib.request.Request(base + "/faults/mutants", data=json.dumps({"name": "lose-message"}).encode(),
+    req = urllib.request.Request(base + "/faults/rules", data=json.dumps({"reject_send": "lost"}).encode(),
                                  method="POST", headers=headers)
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(req, timeout=5)
     assert refused.value.code == 401
-    assert broker.faults.snapshot()["mutants"] == []
+    assert broker.faults.snapshot()["rules"] == []
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1", "example.org"])

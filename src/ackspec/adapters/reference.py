@@ -5,8 +5,8 @@ on an ephemeral loopback port and tests it through the very same stomp.py
 driver used for real brokers, so the reference broker earns no shortcuts. On
 top of the STOMP capabilities the harness can restart the broker
 (:attr:`Capability.BROKER_RESTART`: receipted persistent messages must survive)
-and reach its fault injection (:attr:`Capability.FAULT_INJECTION`), which also
-provides the *mutants* the quality tests run the suite against.
+and reach its fault injection (:attr:`Capability.FAULT_INJECTION`). The suite's quality checks run it
+built from other parts (:func:`load_broker_parts`), each a deliberately faulty variant.
 """
 
 from __future__ import annotations
@@ -42,21 +42,37 @@ REFERENCE_SETTINGS = TargetSettings(
 """What the reference broker speaks when no profile says otherwise."""
 
 
+def load_broker_parts(spec: str) -> Any:
+    """The :class:`~ackspec.reference.parts.BrokerParts` named ``MODULE:NAME`` (e.g. a mutant of the quality
+    checks, ``tests.quality.mutants:lose-message``); :class:`ValueError` with one line if there is none."""
+    import importlib  # noqa: PLC0415
+
+    from ackspec.reference.parts import BrokerParts  # noqa: PLC0415
+
+    module_name, sep, name = spec.partition(":")
+    if not sep or not module_name or not name:
+        raise ValueError(f"--broker-parts takes MODULE:NAME, not {spec!r}")
+    try:
+        parts = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"--broker-parts {spec}: {exc}") from exc
+    if not isinstance(parts, BrokerParts):
+        raise ValueError(f"--broker-parts {spec}: not a BrokerParts but {type(parts).__name__}")
+    return parts
+
+
 @contextlib.contextmanager
-def start_embedded(*, fault: str | None = None, data_dir: Path | None = None, **options: Any) -> Iterator[Any]:
+def start_embedded(*, data_dir: Path | None = None, **options: Any) -> Iterator[Any]:
     """Start the reference broker on an ephemeral port (journal in a temporary directory).
 
-    ``fault`` enables one mutant (``ackspec.reference.faults.MUTANTS``) for every destination.
+    ``options`` go to :class:`~ackspec.reference.server.EmbeddedBroker` (``parts``: what it is built from).
     """
     from ackspec.reference.server import EmbeddedBroker  # noqa: PLC0415 - heavy import, only when embedded
 
     with contextlib.ExitStack() as stack:
         if data_dir is None:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ackspec-ref-")))
-        broker = stack.enter_context(_construct(EmbeddedBroker, data_dir, options))
-        if fault:
-            broker.faults.enable_mutant(fault)
-        yield broker
+        yield stack.enter_context(_construct(EmbeddedBroker, data_dir, options))
 
 
 def _construct(cls: Any, data_dir: Path, options: dict[str, Any]) -> Any:

@@ -36,8 +36,8 @@ def preflight_client(args: argparse.Namespace) -> None:
     if args.target:
         raise AckspecError("--client runs the client-side suite against the reference broker, or the broker "
                            "--broker names; --target is for broker runs (use one or the other)")
-    if args.restart_command or args.fault:
-        raise AckspecError("--client does not take --restart-command or broker faults")
+    if args.restart_command or args.broker_parts:
+        raise AckspecError("--client does not take --restart-command or --broker-parts")
     if args.broker:
         _preflight_broker(args.broker)
     try:
@@ -76,8 +76,8 @@ def _preflight_broker(name: str) -> None:
 
 
 def includes_reference_client(args: argparse.Namespace) -> bool:
-    """A plain run (the embedded broker, no mutant, no --client) covers the reference client too."""
-    return not (args.client or args.target or args.fault or args.restart_command)
+    """A plain run (the embedded broker as it is, no --client) covers the reference client too."""
+    return not (args.client or args.target or args.broker_parts or args.restart_command)
 
 
 def wants_reference_client(args: argparse.Namespace) -> bool:

@@ -84,7 +84,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--restart-command", metavar="CMD",
                    help="shell command that restarts a real target keeping its messages (e.g. 'bash brokers/restart.sh "
                         "artemis'): the broker-restart tests then run against it")
-    p.add_argument("--fault", metavar="MUTANT", help=argparse.SUPPRESS)  # quality checks: mutant reference broker
+    # the suite's quality checks: the embedded broker built from other parts (tests.quality.mutants:MUTANT)
+    p.add_argument("--broker-parts", metavar="MODULE:NAME", help=argparse.SUPPRESS)
     p.add_argument("-v", "--verbose", action="store_true", help="show pytest's own output")
     p.set_defaults(func=run)
 
@@ -199,7 +200,7 @@ def pytest_args(args: argparse.Namespace, run_id: str, out: Path, target: Planne
         argv += [f"--junitxml={out / 'junit.xml'}", f"--alluredir={out / 'allure-results'}", "--clean-alluredir"]
     for flag, value in (("--ackspec-target", url), ("--ackspec-profile", profile),
                         ("--ackspec-examples", args.examples), ("--ackspec-seed", args.seed),
-                        ("--ackspec-timeout", args.timeout), ("--ackspec-fault", args.fault),
+                        ("--ackspec-timeout", args.timeout), ("--ackspec-broker-parts", args.broker_parts),
                         ("--ackspec-restart-command", args.restart_command)):
         if value is not None:
             argv.append(f"{flag}={value}")

@@ -51,8 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ackspec-restart-command", default=None, metavar="CMD",
                     help="shell command that restarts a real target, keeping its stored messages (enables the "
                          "broker-restart tests), e.g. 'bash brokers/restart.sh artemis'")
-    group.addoption("--ackspec-fault", default=None, metavar="MUTANT",
-                    help="run the embedded reference broker with a mutant fault (suite quality checks)")
+    group.addoption("--ackspec-broker-parts", default=None, metavar="MODULE:NAME",
+                    help="build the embedded reference broker from these BrokerParts (the suite's quality checks: "
+                         "tests.quality.mutants:MUTANT)")
     group.addoption("--ackspec-client", default=None, metavar="NAME",
                     help="client under test of the client-side suite (ackspec.conformance.client): a registered "
                          "client, module:Class or shim:COMMAND (default: reference)")

@@ -117,7 +117,7 @@ class SuiteSession:
         opt = config.getoption
         self.url: str | None = opt("ackspec_target")
         self.profile_name: str | None = opt("ackspec_profile")
-        self.fault: str | None = opt("ackspec_fault")
+        self.broker_parts: str | None = opt("ackspec_broker_parts")
         self.restart_command: str | None = opt("ackspec_restart_command")
         self.run_id: str = opt("ackspec_run_id") or new_run_id()
         out = opt("ackspec_out")
@@ -207,7 +207,7 @@ class SuiteSession:
             if self._target_error is not None:
                 raise self._target_error
             try:
-                self.target = resolve(self.url, self.profile_name, fault=self.fault,
+                self.target = resolve(self.url, self.profile_name, broker_parts=self.broker_parts,
                                       restart_command=self.restart_command)
             except ProfileError as exc:
                 self._target_error = pytest.UsageError(str(exc))
@@ -287,7 +287,7 @@ class SuiteSession:
             seed=suite_config.CURRENT.seed, strict=self.strict, ackspec_version=__version__,
             code_version=code_version(),
             extra={"examples": suite_config.CURRENT.examples, "timeout": suite_config.CURRENT.timeout,
-                   "shrink": suite_config.CURRENT.shrink, "fault": self.fault, **self._client_extra()},
+                   "shrink": suite_config.CURRENT.shrink, "broker_parts": self.broker_parts, **self._client_extra()},
             interrupted=self.interrupted,
         )
         self.results.write(self.run_dir.results)

@@ -247,24 +247,30 @@ class Target:
         self._stack.close()
 
 
-def resolve(url: str | None, profile_name: str | None, *, fault: str | None = None,
+def resolve(url: str | None, profile_name: str | None, *, broker_parts: str | None = None,
             broker_options: Mapping[str, Any] | None = None, restart_command: str | None = None) -> Target:
     """Load the profile, then start the embedded broker (no URL) or probe the URL.
 
     ``restart_command`` (a real target only: the embedded broker restarts itself) gives the target the
-    ``broker-restart`` capability."""
+    ``broker-restart`` capability. ``broker_parts`` (``MODULE:NAME``, the embedded broker only): build it
+    from those parts (the quality checks' mutants)."""
     if (url is None or url.startswith(EMBEDDED_PREFIXES)) and profile_name is None:
         profile_name = "reference" if "reference" in available_profiles() else None
     profile = load_profile(profile_name) if profile_name else None
     settings = TargetSettings.from_profile(profile)
     deviations = deviations_of(profile)
     if url is None or url.startswith(EMBEDDED_PREFIXES):
-        from ackspec.adapters.reference import start_embedded  # noqa: PLC0415
+        from ackspec.adapters.reference import load_broker_parts, start_embedded  # noqa: PLC0415
 
         amqp = url is not None and "+amqp:" in url
         options = {**dict(broker_options or {}), **({"amqp": True} if amqp else {})}
+        if broker_parts is not None:
+            try:
+                options["parts"] = load_broker_parts(broker_parts)
+            except ValueError as exc:
+                raise ProfileError(str(exc)) from exc
         target = Target(EMBEDDED_AMQP_URL if amqp else EMBEDDED_URL, profile_name, profile, settings, deviations)
-        target.broker = target._stack.enter_context(start_embedded(fault=fault, **options))
+        target.broker = target._stack.enter_context(start_embedded(**options))
         target.adapter_name, target.protocol = ("proton", "amqp") if amqp else ("reference", "stomp")
         return target
     try:

@@ -8,8 +8,9 @@ Broker layout (sans-IO inside, asyncio only at the edge):
   transactions, dead-lettering), its effects, journal records, the hub that routes effects,
   authentication and requirement tracing.
 - ``journal/``: the append-only, CRC-checked journal with group commit and replay.
-- ``faults.py``: fault injection and mutants (``FaultInjector``, ``FaultRule``, ``ConfirmPolicy``).
+- ``faults.py``: fault injection for testing clients (``FaultInjector``, ``FaultRule``, ``ConfirmPolicy``).
 - ``server.py``: the asyncio server, the JSON control API and ``EmbeddedBroker``.
+- ``parts.py``: ``BrokerParts``, the classes a broker is built from (variants are subclasses, built outside).
 
 Quick start::
 

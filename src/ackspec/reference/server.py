@@ -16,7 +16,6 @@
       with EmbeddedBroker() as broker:             # 127.0.0.1, ephemeral port, temp data dir
           url = broker.stomp_url                   # "stomp://127.0.0.1:PORT"
           broker.faults.add(FaultRule(destination="/queue/slow*", receipt_delay=0.5))
-          broker.faults.enable_mutant("lose-message")
           broker.call(lambda core: core.queue_depth("/queue/x"))   # run on the broker thread
           broker.restart()                         # drop connections, replay the journal
           broker.tracer.counts                     # requirement IDs hit
@@ -30,9 +29,7 @@
   asked for, on a loopback address only (it can make the broker lose messages), and every request must carry
   ``Authorization: Bearer <token>`` (``control_token``; generated when not given): 401 otherwise.
   ``GET /faults`` -> configuration; ``POST /faults/rules`` body = FaultRule fields ->
-  ``{"id": N}``; ``DELETE /faults/rules/N``; ``POST /faults/mutants``
-  ``{"name": "reorder", "destination": "/queue/x*", "every": 2}``;
-  ``DELETE /faults/mutants/NAME``; ``DELETE /faults`` clears all; ``GET /trace`` -> counts
+  ``{"id": N}``; ``DELETE /faults/rules/N``; ``DELETE /faults`` clears all; ``GET /trace`` -> counts
   of requirement IDs; ``GET /health`` -> ``{"ok": true}``.
 """
 
@@ -68,6 +65,7 @@ from ackspec.reference.faults import FaultInjector, FaultRule
 from ackspec.reference.flow import WRITE_HIGH_WATER, ProducerFlow
 from ackspec.reference.journal import Journal
 from ackspec.reference.limits import AmqpLimits
+from ackspec.reference.parts import REFERENCE_PARTS, BrokerParts
 from ackspec.reference.stomp.codec import encode
 from ackspec.reference.stomp.frames import ERROR, Frame
 from ackspec.reference.stomp.session import SessionConfig, StompSession
@@ -132,7 +130,10 @@ class BrokerServer:
         tls: ssl.SSLContext | None = None,
         amqp_limits: AmqpLimits | None = None,
         flow: ProducerFlow | None = None,
+        parts: BrokerParts = REFERENCE_PARTS,
     ) -> None:
+        self.parts = parts
+        """The classes of the core, the STOMP sessions and the AMQP connections (:mod:`~ackspec.reference.parts`)."""
         self.flow = flow or ProducerFlow()
         """Producer flow control (:mod:`~ackspec.reference.flow`): producers wait while too much is stored."""
         self._paused: dict[str, _StompProtocol] = {}
@@ -163,7 +164,7 @@ class BrokerServer:
         self.tracer = tracer or Tracer()
         self.max_connections = max_connections
         self.control_address = control
-        self.core = BrokerCore(self.core_config, tracer=self.tracer, faults=self.faults)
+        self.core = parts.core(self.core_config, tracer=self.tracer, faults=self.faults)
         self.hub = Hub(self.core)
         self.journal: Journal | None = None
         self.protocols: dict[str, _StompProtocol] = {}
@@ -210,7 +211,7 @@ class BrokerServer:
             self.control_address = (chost, int(self._control_server.sockets[0].getsockname()[1]))
         if self.amqp_address is not None:
             self.amqp_listener = AmqpListener(self.hub, self.auth, on_activity=self._amqp_activity,
-                                              limits=self.amqp_limits)
+                                              limits=self.amqp_limits, connection_class=self.parts.amqp_connection)
             self.amqp_listener.flow = self.flow
             self.amqp_address = await self.amqp_listener.start(*self.amqp_address, ssl=self.tls)
         if self.ws_address is not None:
@@ -269,8 +270,8 @@ class BrokerServer:
     # ------------------------------------------------------------------ connections
     def new_session(self) -> StompSession:
         self._conn_ids += 1
-        return StompSession(f"stomp-{self._conn_ids}", self.hub, config=self.session_config, auth=self.auth,
-                            clock=self.clock, faults=self.faults, tracer=self.tracer)
+        return self.parts.stomp_session(f"stomp-{self._conn_ids}", self.hub, config=self.session_config,
+                                        auth=self.auth, clock=self.clock, faults=self.faults, tracer=self.tracer)
 
     def attach_listener(self, listener: Listener) -> None:
         """Stop ``listener`` with this server (see the module docstring)."""
@@ -466,12 +467,6 @@ class BrokerServer:
             if method == "DELETE" and parts[:2] == ["faults", "rules"] and len(parts) == 3:
                 f.remove(int(parts[2]))
                 return 200, {"ok": True}
-            if method == "POST" and parts == ["faults", "mutants"]:
-                f.enable_mutant(body["name"], body.get("destination"), int(body.get("every", 2)))
-                return 200, {"ok": True}
-            if method == "DELETE" and parts[:2] == ["faults", "mutants"] and len(parts) == 3:
-                f.disable_mutant(parts[2])
-                return 200, {"ok": True}
             if method == "GET" and parts == ["trace"]:
                 return 200, dict(self.tracer.counts)
         except (ValueError, KeyError, TypeError) as exc:
@@ -656,7 +651,10 @@ class EmbeddedBroker:
         amqp_limits: AmqpLimits | None = None,
         flow: ProducerFlow | None = None,
         ws: bool | tuple[str, int] = False,
+        parts: BrokerParts = REFERENCE_PARTS,
     ) -> None:
+        self.parts = parts
+        """What the broker is built from (:mod:`~ackspec.reference.parts`); kept across restarts."""
         self.ws = (host, 0) if ws is True else (ws or None)
         """STOMP over WebSocket listener (host, port), None: none; the bound port after start."""
         self.flow = flow
@@ -718,7 +716,7 @@ class EmbeddedBroker:
         control = self.control if isinstance(self.control, tuple) else None
         self.server = BrokerServer(host=self.host, port=self.port, data_dir=self.data_dir,
                                    control_token=self.control_token, tls=self.tls, amqp_limits=self.amqp_limits,
-                                   flow=self.flow,
+                                   flow=self.flow, parts=self.parts,
                                    core_config=self.core_config, session_config=self.session_config,
                                    auth=self.auth, faults=self.faults, tracer=self.tracer, control=control,
                                    amqp=self.amqp, egress=self.egress, journal_recover=self.journal_recover,

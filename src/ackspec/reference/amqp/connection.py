@@ -56,10 +56,8 @@ from ackspec.reference.amqp.mapping import (
     annotation_headers,
     core_destination,
     encode_delivery,
-    from_core,
     read_incoming,
 )
-from ackspec.reference.amqp.mutants import FrameRewriter
 from ackspec.reference.amqp.pump import EnginePump
 from ackspec.reference.amqp.sasl import SaslServer, SaslState
 from ackspec.reference.amqp.sections import Incoming, read_plain
@@ -267,10 +265,6 @@ class AmqpConnection:
         self._recv_size = len(self._recv_buffer)
         self._recv_view = ffi.from_buffer(self._recv_buffer)  # what pn_link_recv writes into
         self._recv_bytes = memoryview(self._recv_buffer)
-        faults = self.core.faults
-        # frame-level mutants (ignore-prefetch, client-as-individual): see mutants.py; no cost otherwise
-        self._rewriter = (FrameRewriter(self._mutant)
-                          if faults is not None and faults.any_mutant else None)
 
     @property
     def producer_only(self) -> bool:
@@ -295,8 +289,7 @@ class AmqpConnection:
             data = self.sasl.remainder
             if not data:
                 return
-        if self._rewriter is not None:
-            data = self._rewriter.feed(data)
+        data = self._amqp_input(data)
         for in_link in self._in_links.values():
             in_link.visible = in_link.granted
         # proton takes at most capacity() bytes per push: feed large reads in pieces, handling
@@ -307,6 +300,13 @@ class AmqpConnection:
         self._engine.feed(data)
         self._process()
 
+
+    def _amqp_input(self, data: bytes) -> bytes:
+        """The bytes of the AMQP layer (after SASL) as proton is to read them: these, unchanged.
+
+        Why a method: the one seam where a subclass can filter the peer's frames before proton sees
+        them (the suite's quality checks build their faulty brokers that way, from outside)."""
+        return data
     def _sasl_step(self, data: bytes) -> SaslState:
         self.sasl.receive(data)
         return self.sasl.state
@@ -765,12 +765,8 @@ class AmqpConnection:
     def _run_deliveries(self, effects: list[Effect], out: _OutLink) -> None:
         """The effects of a credit grant on ``out``: its deliveries written here, one loop for all (the
         hub would call :meth:`on_effect` once per delivery), every other effect applied by the hub in
-        its place. What :meth:`_deliver` does without mutants, for the same effects in the same order."""
+        its place. What :meth:`_deliver` does, for the same effects in the same order."""
         if not effects:
-            return
-        faults = self.core.faults
-        if faults is not None and faults.any_mutant:
-            self._run(effects)
             return
         conn_id, sub, impl = self.conn_id, out.sub, out.impl
         auto = out.ack is AckMode.AUTO
@@ -983,15 +979,11 @@ class AmqpConnection:
         written here, without the hub.
 
         Why: in the window row every transfer's ``Confirm`` otherwise costs a hub dispatch and an
-        ``on_confirm`` call (with its mutant and sync checks) each. A non-durable ``Confirm`` needs no
+        ``on_confirm`` call (with its sync check) each. A non-durable ``Confirm`` needs no
         journal sync (the hub would pass ``needs_sync=0``), so answering it here is what
         :meth:`on_confirm` would do. Every other effect goes to the hub, in order: the runs before
         and after an inlined one are applied around it."""
         if not effects:
-            return
-        faults = self.core.faults
-        if faults is not None and faults.any_mutant:
-            self.hub.apply(effects)
             return
         conn_id = self.conn_id
         open_in = self._open_in
@@ -1269,25 +1261,8 @@ class AmqpConnection:
 
     # ConnectionHandler (the hub calls these)
 
-    def _mutant(self, name: str, destination: str | None = None) -> bool:
-        """A protocol-layer mutant (the STOMP session's, in their AMQP form) is on."""
-        faults = self.core.faults
-        return faults is not None and faults.any_mutant and faults.mutant_active(name, destination)
-
     def on_confirm(self, effect: Confirm, needs_sync: int) -> None:
-        """Answer now, or once the journal is synced up to ``needs_sync`` (durable transfers).
-
-        Mutants: ``no-receipt`` never answers an unsettled transfer; ``early-receipt``
-        answers it before the journal sync.
-        """
-        faults = self.core.faults
-        if faults is not None and faults.any_mutant:
-            token = effect.token
-            if isinstance(token, _Token) and token.kind == "transfer":
-                if self._mutant("no-receipt"):
-                    return
-                if self._mutant("early-receipt"):
-                    needs_sync = 0
+        """Answer now, or once the journal is synced up to ``needs_sync`` (durable transfers)."""
         if needs_sync and needs_sync > self.hub.synced:
             self._awaiting_sync.append((needs_sync, effect))
             return
@@ -1327,12 +1302,8 @@ class AmqpConnection:
         out = self._out_by_sub.get(effect.sub)
         if out is None:
             return
-        faults = self.core.faults
-        if faults is None or not faults.any_mutant:
-            payload = encode_delivery(effect.message, delivery_count=effect.delivery_count,
-                                      redelivered=effect.redelivered)
-        else:
-            payload = self._mutated(effect)
+        payload = encode_delivery(effect.message, delivery_count=effect.delivery_count,
+                                  redelivered=effect.redelivered)
         impl = out.impl
         tag = b"%d" % effect.delivery_id
         dlv = _delivery(impl, (len(tag), ffi.from_buffer(tag)))
@@ -1343,26 +1314,6 @@ class AmqpConnection:
             _delivery_settle(dlv)
         else:
             out.ids[dlv] = effect.delivery_id
-
-    def _mutated(self, effect: Deliver) -> bytes:
-        """A delivery as the ``mangle-body``/``mangle-header`` mutants get it wrong (when they are on)."""
-        destination = effect.message.destination
-        mangle_body = self._mutant("mangle-body", destination) and bool(effect.message.body)
-        mangle_header = self._mutant("mangle-header", destination)
-        if not mangle_body and not mangle_header:
-            return encode_delivery(effect.message, delivery_count=effect.delivery_count,
-                                   redelivered=effect.redelivered)
-        msg = from_core(effect.message, delivery_count=effect.delivery_count, redelivered=effect.redelivered)
-        if mangle_body:
-            body = effect.message.body
-            msg.body = bytes([body[0] ^ 0x01]) + body[1:]
-        if mangle_header and msg.properties:
-            props = dict(msg.properties)
-            name = next(iter(props))
-            value = str(props[name])
-            props[name] = (value[:-1] + chr(ord(value[-1]) ^ 1)) if value else "x"
-            msg.properties = props
-        return bytes(msg.encode())
 
     def _confirm(self, token: object) -> None:
         if token.__class__ is not _Token:

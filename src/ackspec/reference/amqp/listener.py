@@ -34,14 +34,15 @@ class AmqpProtocol(asyncio.Protocol):
 
     def __init__(self, hub: Hub, auth: Authenticator,
                  register: Callable[[str, AmqpProtocol | None], bool], *, receive_window: int,
-                 on_activity: Callable[[], None] | None = None, limits: AmqpLimits | None = None) -> None:
+                 on_activity: Callable[[], None] | None = None, limits: AmqpLimits | None = None,
+                 connection_class: type[AmqpConnection] = AmqpConnection) -> None:
         self.hub = hub
         self.on_activity = on_activity
         self.register = register
         self.limits = limits or AmqpLimits()
         self.transport: asyncio.Transport | None = None
-        self.conn = AmqpConnection(f"amqp-{next(_ids)}", hub, auth, on_output=self._schedule_flush,
-                                   receive_window=receive_window, flush_now=self.flush, limits=self.limits)
+        self.conn = connection_class(f"amqp-{next(_ids)}", hub, auth, on_output=self._schedule_flush,
+                                     receive_window=receive_window, flush_now=self.flush, limits=self.limits)
         self._flush_scheduled = False
         self._closing = False
         self._last_input = 0.0
@@ -192,8 +193,10 @@ class AmqpListener:
 
     def __init__(self, hub: Hub, auth: Authenticator | None = None, *,
                  receive_window: int = RECEIVE_WINDOW, on_activity: Callable[[], None] | None = None,
-                 limits: AmqpLimits | None = None) -> None:
-        """``on_activity`` runs after every batch of input: the server writes the journal there."""
+                 limits: AmqpLimits | None = None, connection_class: type[AmqpConnection] = AmqpConnection) -> None:
+        """``on_activity`` runs after every batch of input: the server writes the journal there.
+        ``connection_class``: what each connection is built as (see :class:`~ackspec.reference.parts.BrokerParts`)."""
+        self.connection_class = connection_class
         self.limits = limits or AmqpLimits()
         self.flow: ProducerFlow | None = None
         """Producer flow control shared with the server (None: none)."""
@@ -233,7 +236,8 @@ class AmqpListener:
         self.server = await loop.create_server(lambda: AmqpProtocol(self.hub, self.auth, self._register,
                                                                             receive_window=self.receive_window,
                                                                             on_activity=self.on_activity,
-                                                                            limits=self.limits),
+                                                                            limits=self.limits,
+                                                                            connection_class=self.connection_class),
                                                host, port, ssl=ssl)
         sock = self.server.sockets[0].getsockname()
         return str(sock[0]), int(sock[1])

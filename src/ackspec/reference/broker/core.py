@@ -184,7 +184,6 @@ class _Sub:
     credit: int | None  # None: prefetch flow control; int: AMQP credit
     unacked: dict[int, _Entry] = field(default_factory=dict)  # insertion order = delivery order
     in_tx: set[int] = field(default_factory=set)  # deliveries settled inside an open transaction
-    aliases: set[int] = field(default_factory=set)  # mutant duplicate deliveries
     selector: Selector | None = None  # on a queue: the messages it does not match are left for others
     browsing: deque[_Entry] | None = None  # a browser: the copies still to show (see BrokerCore.browse)
 
@@ -253,7 +252,6 @@ class BrokerCore:
         self._pos = itertools.count(1)
         self._delivery_ids = itertools.count(1)
         self._journaled: set[str] = set()  # ids of persistent messages present in the journal
-        self._published: dict[str, int] = {}  # per-destination publish counter (fault injection)
         self.out_of_room: set[ConnId] = set()
         """Connections whose output room is spent (:meth:`set_output_room`): their hosts give more once written."""
 
@@ -268,7 +266,7 @@ class BrokerCore:
         identifier is in use by one client at a time); raises :class:`CoreError` when one has."""
         if conn in self._conns:
             raise CoreError(f"connection {conn!r} already open")
-        if client_id is not None and not self._mutant("client-id-shared", None):
+        if client_id is not None:
             for other in self._conns.values():
                 if other.client_id == client_id and (exclusive or other.exclusive):
                     raise CoreError(f"client id {client_id!r} is in use by another connection",
@@ -588,25 +586,14 @@ class BrokerCore:
                 return out
         seq = next(self._seq)
         msg = Message(f"{self.boot_id}-{seq}", destination, body, headers, persistent, conn, seq, typed)
-        faults = self.faults if self.faults is not None and self.faults.any_mutant else None
         if t is not None:
             if len(t.sends) + len(t.settles) >= self.config.max_transaction_size:
                 raise CoreError("transaction too large")
-            if faults is not None and faults.mutant_active("leak-tx-sends", destination):
-                self._route(q, msg, out, journal=True)
-            else:
-                t.sends.append((q, msg))
-                self.tracer.trace("STOMP-TX-SEND-INVISIBLE", destination)
+            t.sends.append((q, msg))
+            self.tracer.trace("STOMP-TX-SEND-INVISIBLE", destination)
             if confirm is not None:
                 out.append(Confirm(conn, confirm))
             return out
-        if faults is not None and faults.mutant_active("lose-message", destination):
-            n = self._published.get(destination, 0) + 1
-            self._published[destination] = n
-            if n % faults.mutant_every("lose-message") == 0:
-                if confirm is not None:
-                    out.append(Confirm(conn, confirm))
-                return out
         journaled = self._route(q, msg, out, journal=True)
         if confirm is not None:
             out.append(Confirm(conn, confirm, durable=journaled and self.config.sync_non_transactional))
@@ -619,13 +606,13 @@ class BrokerCore:
 
         Why: a host that reads many messages at once (an AMQP read carries hundreds of transfers of
         one link) pays the per-call work once: the connection and queue look-ups, the fault checks,
-        the list of effects. Topics and a broker with quality-check mutants on take the
-        :meth:`publish` path per message (the mutants decide per message).
+        the list of effects. Topics take the :meth:`publish` path per message (each subscription decides
+        per message).
         """
         c = self._conns.get(conn)
         if c is None:
             c = self._conn(conn)  # raises
-        if destination.startswith(TOPIC_PREFIX) or (self.faults is not None and self.faults.any_mutant):
+        if destination.startswith(TOPIC_PREFIX):
             out: list[Effect] = []
             for body, headers, persistent, confirm in messages:
                 out += self.publish(conn, destination, body, headers, persistent=persistent, confirm=confirm)
@@ -698,17 +685,13 @@ class BrokerCore:
         if not routed:
             return []
         self.tracer.trace("JMS-4.2-TOPIC-EVERY-SUBSCRIBER", msg.destination)
-        if self._mutant("topic-one-subscriber", msg.destination):
-            routed = routed[:1]
         copies: list[tuple[_Queue, Message, StoredCopy | None]] = []
         for sq in routed:
-            if (((sq.no_local is not None and sq.no_local == msg.producer)
-                 or (sq.no_local_client is not None and sq.no_local_client == self._client_of(msg.producer)))
-                    and not self._mutant("no-local-ignored", msg.destination)):
+            if ((sq.no_local is not None and sq.no_local == msg.producer)
+                 or (sq.no_local_client is not None and sq.no_local_client == self._client_of(msg.producer))):
                 self.tracer.trace("JMS-NO-LOCAL-OWN-CONNECTION", msg.destination)
                 continue
-            if (sq.selector is not None and not sq.selector.matches(msg)
-                    and not self._mutant("selector-ignored", msg.destination)):
+            if sq.selector is not None and not sq.selector.matches(msg):
                 self.tracer.trace("AMQ-ACKTYPE-UNMATCHED" if sq.durable is not None
                                   else "JMS-3.8-SELECTOR-FILTERS", msg.destination)
                 continue
@@ -743,26 +726,13 @@ class BrokerCore:
             del c.deliveries[delivery_id]
             self.tracer.trace("AMQP-JMS-BROWSE-LEAVES-MESSAGES", s.destination)
             return [Confirm(conn, confirm)] if confirm is not None else []
-        if s is None or (delivery_id not in s.unacked and delivery_id not in s.aliases):
+        if s is None or delivery_id not in s.unacked:
             raise CoreError(f"unknown delivery id {delivery_id} (not delivered, or already settled)",
                             "STOMP-ACK-UNKNOWN-ID-ERROR")
         t = self._tx(c, tx) if tx is not None else None
         out: list[Effect] = []
-        if settlement.outcome is Outcome.REQUEUE and self._mutant("nack-ignored", s.destination):
-            if confirm is not None:
-                out.append(Confirm(conn, confirm))
-            return out
-        if delivery_id in s.aliases:  # mutant duplicate: swallow
-            s.aliases.discard(delivery_id)
-            del c.deliveries[delivery_id]
-            if confirm is not None:
-                out.append(Confirm(conn, confirm))
-            return out
         if cumulative is None:
             cumulative = s.ack_mode is AckMode.CLIENT
-            if cumulative and self.faults is not None and self.faults.mutant_active("client-as-individual",
-                                                                                      s.destination):
-                cumulative = False
         if cumulative:
             ids = []
             for d in s.unacked:
@@ -804,14 +774,8 @@ class BrokerCore:
         dispatched once per subscription at the end instead of after each settlement, which
         hands out the same deliveries in the same order (an acceptance frees room only in its
         own subscription, and after a dispatch every consumer of a non-empty queue is blocked).
-        Raises :class:`CoreError` before changing anything if an id is unknown; with quality-check
-        mutants on it settles per id through :meth:`settle` (the mutants decide per settlement).
+        Raises :class:`CoreError` before changing anything if an id is unknown.
         """
-        if self.faults is not None and self.faults.any_mutant:
-            out: list[Effect] = []
-            for d in delivery_ids:
-                out += self.settle(conn, d, ACCEPT, cumulative=False)
-            return out
         c = self._conn(conn)
         deliveries = c.deliveries
         for d in delivery_ids:
@@ -823,7 +787,7 @@ class BrokerCore:
                 raise CoreError(f"delivery {d} already settled in an open transaction")
         if len(set(delivery_ids)) != len(delivery_ids):
             raise CoreError("a delivery id is settled twice", "STOMP-ACK-UNKNOWN-ID-ERROR")
-        out = []
+        out: list[Effect] = []
         journaled = self._journaled
         touched: dict[int, _Queue] = {}
         individual: dict[str, int] = {}  # per destination: CLIENT_INDIVIDUAL acceptances, traced per batch
@@ -859,10 +823,6 @@ class BrokerCore:
         outcome = st.outcome
         q = s.queue
         if outcome is Outcome.ACCEPTED:
-            if self.faults is not None and self.faults.mutant_active("ignore-ack", s.destination):
-                entry.redelivered = True
-                q.give_back(entry)
-                return False
             return self._remove(entry, out, removed)
         if outcome is Outcome.REJECTED:
             return self._dead_letter(entry, st.reason or "rejected by consumer", out)
@@ -879,8 +839,6 @@ class BrokerCore:
                 entry.excluded.add(s.key)
             if st.headers:
                 return self._merge_headers(entry, st.headers, out) | self._requeue(q, entry, out)
-        elif self._mutant("nack-acks", s.destination):
-            return self._remove(entry, out, removed)
         else:  # REQUEUE
             entry.redelivered = True
             entry.delivery_count += 1
@@ -901,8 +859,7 @@ class BrokerCore:
         return False
 
     def _requeue(self, q: _Queue, entry: _Entry, out: list[Effect]) -> bool:
-        limit = self.config.max_redeliveries - (1 if self._mutant("early-dead-letter", q.name) else 0)
-        if entry.delivery_count > limit and not self._mutant("no-dead-letter", q.name):
+        if entry.delivery_count > self.config.max_redeliveries:
             self.tracer.trace("AMQ-REDELIVERY-POISON-TO-DLQ", q.name)
             return self._dead_letter(entry, f"max redeliveries ({self.config.max_redeliveries}) exceeded", out)
         if q.topic_copy and q.durable is None and not q.consumers:
@@ -954,8 +911,6 @@ class BrokerCore:
         t = self._tx(c, tx)
         del c.txs[tx]
         out: list[Effect] = []
-        if len(t.sends) > 1 and self._mutant("commit-drops-one", t.sends[-1][1].destination):
-            t.sends.pop()
         stored = tuple(m for q, m in t.sends if q is not None and m.persistent)
         topic_copies = {i: self._copies(m) for i, (q, m) in enumerate(t.sends) if q is None}
         copies = tuple(record for routed in topic_copies.values() for _, _, record in routed if record is not None)
@@ -1005,18 +960,12 @@ class BrokerCore:
         del c.txs[tx]
         out: list[Effect] = []
         touched: dict[int, _Queue] = {}
-        for q, m in t.sends:
-            if self._mutant("abort-keeps-sends", m.destination):
-                self._route(q, m, out, journal=True)
         for d, _st in t.settles:
             s = c.deliveries.get(d)
             if s is None or d not in s.unacked:
                 continue
             s.in_tx.discard(d)
-            if self._mutant("abort-keeps-acks", s.destination):
-                self._apply_settlement(s, d, _st, out, None)
-                touched[id(s.queue)] = s.queue
-            elif redeliver_settled:
+            if redeliver_settled:
                 entry = s.unacked.pop(d)
                 del c.deliveries[d]
                 entry.redelivered = True
@@ -1036,8 +985,8 @@ class BrokerCore:
         empty or every consumer is blocked (not writable, no credit, prefetch full).
 
         The hottest loop of the core: the queue's heads are read inline (returned messages first,
-        the heap by original position, then ready ones), the mutant look-ups happen only when a
-        mutant is on, and messages no current consumer may take are parked.
+        the heap by original position, then ready ones), and messages no current consumer may take
+        are parked. A queue with one consumer takes :meth:`_dispatch_to` (no consumer to choose).
 
         A message that only a blocked consumer wants (the others with room do not match it: a
         selector, undeliverable-here) does not hold up the messages after it: up to
@@ -1047,15 +996,17 @@ class BrokerCore:
         consumers = q.consumers
         if not consumers:
             return
-        faults = self.faults if self.faults is not None and self.faults.any_mutant else None
-        ignore_prefetch = faults is not None and faults.mutant_active("ignore-prefetch", q.name)
-        slack = 1 if faults is not None and faults.mutant_active("prefetch-off-by-one", q.name) else 0
+        if len(consumers) == 1:
+            self._dispatch_to(q, consumers[0], out)
+            return
+        self._dispatch_round_robin(q, out)
+
+    def _dispatch_round_robin(self, q: _Queue, out: list[Effect]) -> None:
+        """:meth:`_dispatch` choosing a consumer per message, round robin over those with room."""
+        consumers = q.consumers
         ready = q.ready
         returned = q.returned
         deliver = self._deliver
-        if faults is None and len(consumers) == 1:
-            self._dispatch_to(q, consumers[0], out)
-            return
         passed: list[_Entry] = []  # waiting for a blocked consumer, behind messages others may take
         while True:
             if returned:
@@ -1079,14 +1030,13 @@ class BrokerCore:
                     blocked = True
                     continue
                 prefetch = s.prefetch
-                if prefetch is not None and len(s.unacked) >= prefetch + slack and not ignore_prefetch:
+                if prefetch is not None and len(s.unacked) >= prefetch:
                     blocked = True
                     continue
                 if entry.excluded is not None and s.key in entry.excluded:
                     unwanted = True
                     continue
-                if s.selector is not None and not s.selector.matches(entry.msg) and not (
-                        faults is not None and faults.mutant_active("selector-ignored", q.name)):
+                if s.selector is not None and not s.selector.matches(entry.msg):
                     unwanted = True
                     continue  # left for a consumer it matches (JMS 3.8)
                 chosen = s
@@ -1106,29 +1056,20 @@ class BrokerCore:
             if chosen is None:
                 q.parked.append(entry)  # undeliverable to every current consumer
                 continue
-            if faults is not None and faults.mutant_active("reorder", q.name) and q.peek() is not None:
-                later = q.pop()
-                q.give_back(entry)  # deliver the later one first
-                entry = later
             deliver(chosen, entry, out)
-            if n > 1 and faults is not None and faults.mutant_active("queue-to-two", q.name):
-                other = consumers[q.rr % n]
-                if other is not chosen:
-                    deliver(other, _Entry(entry.msg, next(self._pos), entry.delivery_count,
-                                          entry.redelivered), out)
         for entry in passed:  # back at the head, in their original order
             heapq.heappush(returned, entry)
 
     def _dispatch_to(self, q: _Queue, s: _Sub, out: list[Effect]) -> None:
-        """:meth:`_dispatch` for a queue with one consumer and no mutant on (the usual case): the same
-        deliveries, without choosing a consumer per message."""
+        """:meth:`_dispatch` for a queue with one consumer (the usual case): the same deliveries,
+        without choosing a consumer per message."""
         ready = q.ready
         returned = q.returned
         c = s.conn
         unacked = s.unacked
         selector = s.selector
         prefetch = s.prefetch
-        # what _deliver does without mutants, inline (a Python call less per delivery)
+        # what _deliver does, inline (a Python call less per delivery)
         next_id = self._delivery_ids.__next__
         conn_id, sub_id = c.conn_id, s.sub_id
         auto = s.ack_mode is AckMode.AUTO
@@ -1180,14 +1121,7 @@ class BrokerCore:
         if s.credit is not None:
             s.credit -= 1
         msg = entry.msg
-        faults = self.faults if self.faults is not None and self.faults.any_mutant else None
-        if faults is not None and (faults.mutant_active("no-redelivered-flag", msg.destination)
-                                   or faults.mutant_active("stuck-delivery-count", msg.destination)):
-            flag = entry.redelivered and not faults.mutant_active("no-redelivered-flag", msg.destination)
-            count = 0 if faults.mutant_active("stuck-delivery-count", msg.destination) else entry.delivery_count
-            out.append(Deliver(c.conn_id, s.sub_id, did, msg, flag, count))
-        else:
-            out.append(Deliver(c.conn_id, s.sub_id, did, msg, entry.redelivered, entry.delivery_count))
+        out.append(Deliver(c.conn_id, s.sub_id, did, msg, entry.redelivered, entry.delivery_count))
         if entry.redelivered:
             self.tracer.trace("JMS-3.4.7-REDELIVERED-SET", msg.destination)
         if c.room is not None:
@@ -1198,17 +1132,6 @@ class BrokerCore:
         else:
             s.unacked[did] = entry
             c.deliveries[did] = s
-        if faults is not None and faults.mutant_active("duplicate-no-flag", msg.destination):
-            dup = next(self._delivery_ids)
-            out.append(Deliver(c.conn_id, s.sub_id, dup, msg, False, entry.delivery_count))
-            if s.ack_mode is not AckMode.AUTO:
-                s.aliases.add(dup)
-                c.deliveries[dup] = s
-
-    def _mutant(self, name: str, destination: str | None) -> bool:
-        """Is the quality-check mutant ``name`` on for ``destination`` (cheap when no mutant is on)?"""
-        faults = self.faults
-        return faults is not None and faults.any_mutant and faults.mutant_active(name, destination)
 
     def _drop_sub(self, s: _Sub, out: list[Effect], touched: list[_Queue]) -> None:
         c = s.conn
@@ -1218,7 +1141,7 @@ class BrokerCore:
             q.consumers.remove(s)
             q.rr = 0
         # a queue, or a durable subscription's queue, outlives its consumer; a shared one its last but one
-        kept = not q.topic_copy or (q.durable is not None and not self._mutant("durable-forgets", q.name)) or (
+        kept = not q.topic_copy or q.durable is not None or (
             q.shared is not None and bool(q.consumers))
         if not kept:
             if q.shared is not None and self._shared.get(q.shared) is q:
@@ -1238,13 +1161,10 @@ class BrokerCore:
             self.tracer.trace("STOMP-ACK-UNACKED-NOT-CONSUMED", q.name)
             if q not in touched:
                 touched.append(q)
-        for d in s.aliases:
-            c.deliveries.pop(d, None)
         if s.browsing is not None:
             for d in [d for d, owner in c.deliveries.items() if owner is s]:
                 del c.deliveries[d]
         s.unacked.clear()
-        s.aliases.clear()
 
     # ------------------------------------------------------------------ journal replay
     def restore(self, records: Iterable[Record]) -> None:

@@ -225,11 +225,6 @@ class StompSession:
         except StompProtocolError as exc:
             self.tracer.trace("STOMP-ERROR-CLOSES", exc.message)
             self._fail(exc.message, None)
-            if not self.close_requested:  # error-no-close mutant: start over
-                self.parser = FrameParser(max_frame=self.config.max_frame, max_headers=self.config.max_headers,
-                                          max_header_length=self.config.max_header_length,
-                                          commands=F.CLIENT_COMMANDS)
-                self.parser.version = self.version
             return
         for item in items:
             if isinstance(item, HeartBeat):
@@ -614,11 +609,6 @@ class StompSession:
         mode = self._sub_modes.get(sub, AckMode.AUTO)
         parts = [f"MESSAGE\nsubscription:{escape(sub, version)}\nmessage-id:{escape(msg.message_id, version)}\n"
                  f"destination:{escape(msg.destination, version)}\n"]
-        if self.faults is not None and self.faults.any_mutant:
-            if self.faults.mutant_active("message-no-subscription", msg.destination):
-                parts = [p.replace(f"subscription:{escape(sub, version)}\n", "") for p in parts]
-            if self.faults.mutant_active("message-no-destination", msg.destination):
-                parts = [p.replace(f"destination:{escape(msg.destination, version)}\n", "") for p in parts]
         ack_id = str(d.delivery_id)
         if mode is not AckMode.AUTO:
             parts.append(f"ack:{ack_id}\n")
@@ -630,16 +620,6 @@ class StompSession:
         body = msg.body
         faults = self.faults
         headers = msg.headers
-        if faults is not None and faults.active:
-            if faults.mutant_active("mangle-body", msg.destination) and body:
-                body = bytes([body[0] ^ 0x01]) + body[1:]
-            if faults.mutant_active("truncate-body-at-nul", msg.destination):
-                body = body.split(b"\x00", 1)[0]
-            if faults.mutant_active("double-escape-headers", msg.destination):
-                headers = tuple((name, escape(value, version)) for name, value in headers)
-            if faults.mutant_active("mangle-header", msg.destination) and headers:
-                name, value = headers[0]
-                headers = ((name, (value[:-1] + chr(ord(value[-1]) ^ 1)) if value else "x"), *headers[1:])
         if version == "1.0":
             headers = _representable_in_10(headers)
         for name, value in headers:
@@ -672,17 +652,6 @@ class StompSession:
         delay = 0.0
         dest = self._receipt_dest.pop(receipt_id, None) if self._receipt_dest else None
         if faults is not None and faults.active:
-            if faults.mutant_active("no-receipt"):
-                return
-            if faults.mutant_active("early-receipt"):
-                needs = 0
-            if faults.mutant_active("wrong-receipt-id"):
-                receipt_id += "-wrong"
-            if faults.mutant_active("reorder-receipts"):
-                if self._receipts:  # overtake the receipt held back below
-                    self._write(b"RECEIPT\nreceipt-id:" + escape(receipt_id, self.version).encode() + b"\n\n\x00")
-                    return
-                delay = 0.2
             for rule in faults.rules_for(dest, self.conn_id, self.login):
                 if rule.withhold_receipts:
                     return
@@ -838,11 +807,6 @@ class StompSession:
         """Send ERROR (with ``receipt-id`` when the frame asked for a receipt), then close."""
         headers: list[tuple[str, str]] = [("message", message.replace("\n", " ")[:500])]
         rid = receipt_id if receipt_id is not None else (frame.get("receipt") if frame is not None else None)
-        if self.faults is not None and self.faults.any_mutant:
-            if self.faults.mutant_active("error-no-message"):
-                headers = []
-            if self.faults.mutant_active("error-no-receipt-id"):
-                rid = None
         if rid is not None:
             headers.append(("receipt-id", rid))
         headers += extra
@@ -854,8 +818,6 @@ class StompSession:
         self.error = message
         log.info("%s: ERROR %s", self.conn_id, message)
         self.tracer.trace("STOMP-ERROR-CLOSES", message)
-        if self.faults is not None and self.faults.mutant_active("error-no-close"):
-            return
         self._receipts.clear()
         self._close(abrupt=True)
 

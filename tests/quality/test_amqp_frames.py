@@ -1,4 +1,4 @@
-"""The frame-level AMQP mutants (reference/amqp/mutants.py), sans-IO: real proton-encoded frames in,
+"""The frame-level AMQP mutants (tests/quality/amqp_frames.py), sans-IO: real proton-encoded frames in,
 rewritten frames out, decoded again by a second proton transport."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from proton import Collector, Connection, Delivery, Endpoint, Event, Link, Transport
 
-from ackspec.reference.amqp.mutants import EXTRA_CREDIT, FrameRewriter
+from .amqp_frames import EXTRA_CREDIT, FrameRewriter
 
 
 def _pair() -> tuple[Connection, Transport, Connection, Transport, Collector]:

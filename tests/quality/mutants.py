@@ -1,0 +1,595 @@
+"""The mutant reference brokers of the quality checks, built from outside the broker.
+
+Each mutant makes the reference broker wrong in one way, so the suite can prove it catches that bug
+(``test_mutants.py`` over STOMP, ``test_amqp_mutants.py`` over AMQP). None is a switch inside the
+broker: each is a :class:`~ackspec.reference.parts.BrokerParts` whose core, STOMP session or AMQP
+connection is a subclass overriding one small method, or filtering what it produces (the effects of
+the core, the frames a session writes, the frames a connection reads).
+
+Run the suite against one: ``ackspec run --broker-parts tests.quality.mutants:NAME`` from the
+repository root (``NAME`` a key of :data:`MUTANTS`, e.g. ``lose-message``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ackspec.reference.amqp.connection import AmqpConnection
+from ackspec.reference.broker.core import BrokerCore
+from ackspec.reference.broker.effects import Confirm, Deliver, Effect
+from ackspec.reference.broker.model import ACCEPT, AckMode, Outcome, Settlement
+from ackspec.reference.parts import BrokerParts
+from ackspec.reference.stomp import frames as F
+from ackspec.reference.stomp.codec import FrameParser, escape
+from ackspec.reference.stomp.session import State, StompSession, _Receipt
+
+from .amqp_frames import FrameRewriter
+
+# ---------------------------------------------------------------- the core
+
+
+class PerMessageCore(BrokerCore):
+    """The core with its batch shortcuts taken message by message, through the methods mutants override.
+
+    Why: ``publish_many``, ``accept_many`` and the one-consumer dispatch restate ``publish``,
+    ``settle`` and ``_deliver`` for speed; a mutant of one of those must see every message."""
+
+    def publish_many(self, conn: Any, destination: str, messages: Any) -> list[Effect]:
+        out: list[Effect] = []
+        for body, headers, persistent, confirm in messages:
+            out += self.publish(conn, destination, body, headers, persistent=persistent, confirm=confirm)
+        return out
+
+    def accept_many(self, conn: Any, delivery_ids: list[int]) -> list[Effect]:
+        out: list[Effect] = []
+        for d in delivery_ids:
+            out += self.settle(conn, d, ACCEPT, cumulative=False)
+        return out
+
+    def _dispatch_to(self, q: Any, s: Any, out: list[Effect]) -> None:
+        self._dispatch_round_robin(q, out)
+
+
+class LoseMessage(PerMessageCore):
+    """Every second SEND outside a transaction, per destination, is confirmed and then dropped."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._published: dict[str, int] = {}
+
+    def publish(self, conn: Any, destination: str, *args: Any, **kwargs: Any) -> list[Effect]:
+        if kwargs.get("tx") is None:
+            n = self._published[destination] = self._published.get(destination, 0) + 1
+            if n % 2 == 0:
+                self._conn(conn)
+                confirm = kwargs.get("confirm")
+                return [Confirm(conn, confirm)] if confirm is not None else []
+        return super().publish(conn, destination, *args, **kwargs)
+
+
+class LeakTxSends(PerMessageCore):
+    """Transactional SENDs are visible at once (and so survive ABORT)."""
+
+    def publish(self, conn: Any, destination: str, *args: Any, **kwargs: Any) -> list[Effect]:
+        if kwargs.get("tx") is not None:
+            self._tx(self._conn(conn), kwargs["tx"])  # an unknown transaction is still an error
+            kwargs["tx"] = None
+        return super().publish(conn, destination, *args, **kwargs)
+
+
+def _rewrite_deliveries(out: list[Effect], start: int, rewrite: Any) -> None:
+    """Replace each Deliver effect of ``out[start:]`` by ``rewrite(effect)`` (a filter on the core's effects)."""
+    for i in range(start, len(out)):
+        effect = out[i]
+        if type(effect) is Deliver:
+            out[i] = rewrite(effect)
+
+
+class _DeliverFilter(PerMessageCore):
+    """A core whose deliveries are rewritten by :meth:`rewrite` (the stored message is untouched)."""
+
+    def rewrite(self, effect: Deliver) -> Deliver:
+        raise NotImplementedError
+
+    def _deliver(self, s: Any, entry: Any, out: list[Effect]) -> None:
+        start = len(out)
+        super()._deliver(s, entry, out)
+        _rewrite_deliveries(out, start, self.rewrite)
+
+
+class NoRedeliveredFlag(_DeliverFilter):
+    """Redeliveries carry redelivered:false."""
+
+    def rewrite(self, effect: Deliver) -> Deliver:
+        return effect._replace(redelivered=False)
+
+
+class StuckDeliveryCount(_DeliverFilter):
+    """The delivery count never grows."""
+
+    def rewrite(self, effect: Deliver) -> Deliver:
+        return effect._replace(delivery_count=0)
+
+
+class MangleBody(_DeliverFilter):
+    """One byte of each delivered body is changed."""
+
+    def rewrite(self, effect: Deliver) -> Deliver:
+        body = effect.message.body
+        if not body:
+            return effect
+        return effect._replace(message=effect.message._replace(body=bytes([body[0] ^ 0x01]) + body[1:]))
+
+
+class TruncateBodyAtNul(_DeliverFilter):
+    """Delivered bodies end at their first NUL byte."""
+
+    def rewrite(self, effect: Deliver) -> Deliver:
+        body = effect.message.body.split(b"\x00", 1)[0]
+        return effect._replace(message=effect.message._replace(body=body))
+
+
+class MangleHeader(_DeliverFilter):
+    """One character of the first user header of each delivery is changed."""
+
+    def rewrite(self, effect: Deliver) -> Deliver:
+        headers = effect.message.headers
+        if not headers:
+            return effect
+        name, value = headers[0]
+        changed = (value[:-1] + chr(ord(value[-1]) ^ 1)) if value else "x"
+        return effect._replace(message=effect.message._replace(headers=((name, changed), *headers[1:])))
+
+
+class DuplicateNoFlag(PerMessageCore):
+    """Each delivery is sent twice, the copy without the redelivered flag; settling the copy does nothing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._aliases: set[int] = set()
+
+    def _deliver(self, s: Any, entry: Any, out: list[Effect]) -> None:
+        super()._deliver(s, entry, out)
+        dup = next(self._delivery_ids)
+        out.append(Deliver(s.conn.conn_id, s.sub_id, dup, entry.msg, False, entry.delivery_count))
+        if s.ack_mode is not AckMode.AUTO:
+            self._aliases.add(dup)
+            s.conn.deliveries[dup] = s
+
+    def settle(self, conn: Any, delivery_id: int, settlement: Settlement = ACCEPT, **options: Any) -> list[Effect]:
+        if delivery_id in self._aliases:
+            self._aliases.discard(delivery_id)
+            self._conn(conn).deliveries.pop(delivery_id, None)
+            confirm = options.get("confirm")
+            return [Confirm(conn, confirm)] if confirm is not None else []
+        return super().settle(conn, delivery_id, settlement, **options)
+
+    def _drop_sub(self, s: Any, out: list[Effect], touched: list[Any]) -> None:
+        super()._drop_sub(s, out, touched)
+        for d in [d for d, owner in s.conn.deliveries.items() if owner is s and d in self._aliases]:
+            del s.conn.deliveries[d]
+            self._aliases.discard(d)
+
+
+class Reorder(PerMessageCore):
+    """The head message is delivered after the next one."""
+
+    def _deliver(self, s: Any, entry: Any, out: list[Effect]) -> None:
+        q = s.queue
+        if q.peek() is not None:
+            later = q.pop()
+            q.give_back(entry)
+            entry = later
+        super()._deliver(s, entry, out)
+
+
+class QueueToTwo(PerMessageCore):
+    """A queue message also reaches a second consumer."""
+
+    def _deliver(self, s: Any, entry: Any, out: list[Effect]) -> None:
+        super()._deliver(s, entry, out)
+        q = s.queue
+        if len(q.consumers) > 1:
+            other = q.consumers[q.rr % len(q.consumers)]
+            if other is not s:
+                copy = type(entry)(entry.msg, next(self._pos), entry.delivery_count, entry.redelivered)
+                super()._deliver(other, copy, out)
+
+
+class IgnoreAck(PerMessageCore):
+    """An acknowledged message is put back and redelivered."""
+
+    def _apply_settlement(self, s: Any, d: int, st: Settlement, out: list[Effect], removed: Any) -> bool:
+        if st.outcome is not Outcome.ACCEPTED:
+            return super()._apply_settlement(s, d, st, out, removed)
+        entry = s.unacked.pop(d)
+        s.in_tx.discard(d)
+        s.conn.deliveries.pop(d, None)
+        entry.redelivered = True
+        s.queue.give_back(entry)
+        return False
+
+
+class NackAcks(PerMessageCore):
+    """NACK consumes the message like an ACK."""
+
+    def _apply_settlement(self, s: Any, d: int, st: Settlement, out: list[Effect], removed: Any) -> bool:
+        if st.outcome is Outcome.REQUEUE:
+            st = ACCEPT
+        return super()._apply_settlement(s, d, st, out, removed)
+
+
+class NackIgnored(PerMessageCore):
+    """NACK is confirmed but does nothing (the message stays with the consumer)."""
+
+    def settle(self, conn: Any, delivery_id: int, settlement: Settlement = ACCEPT, **options: Any) -> list[Effect]:
+        s = self._conn(conn).deliveries.get(delivery_id)
+        if settlement.outcome is Outcome.REQUEUE and s is not None and delivery_id in s.unacked:
+            confirm = options.get("confirm")
+            return [Confirm(conn, confirm)] if confirm is not None else []
+        return super().settle(conn, delivery_id, settlement, **options)
+
+
+class ClientAsIndividual(PerMessageCore):
+    """ack:client acknowledgements are not cumulative."""
+
+    def settle(self, conn: Any, delivery_id: int, settlement: Settlement = ACCEPT, **options: Any) -> list[Effect]:
+        s = self._conn(conn).deliveries.get(delivery_id)
+        if options.get("cumulative") is None and s is not None and s.ack_mode is AckMode.CLIENT:
+            options["cumulative"] = False
+        return super().settle(conn, delivery_id, settlement, **options)
+
+
+class CommitDropsOne(PerMessageCore):
+    """COMMIT loses the last SEND of a transaction of several."""
+
+    def commit(self, conn: Any, tx: str, **options: Any) -> list[Effect]:
+        t = self._conn(conn).txs.get(tx)
+        if t is not None and len(t.sends) > 1:
+            t.sends.pop()
+        return super().commit(conn, tx, **options)
+
+
+class AbortKeepsSends(PerMessageCore):
+    """ABORT delivers the transaction's SENDs."""
+
+    def abort(self, conn: Any, tx: str, **options: Any) -> list[Effect]:
+        t = self._conn(conn).txs.get(tx)
+        out: list[Effect] = []
+        if t is not None:
+            for q, m in t.sends:
+                self._route(q, m, out, journal=True)
+            t.sends.clear()
+        return out + super().abort(conn, tx, **options)
+
+
+class AbortKeepsAcks(PerMessageCore):
+    """ABORT applies the transaction's acknowledgements."""
+
+    def abort(self, conn: Any, tx: str, **options: Any) -> list[Effect]:
+        c = self._conn(conn)
+        t = c.txs.get(tx)
+        out: list[Effect] = []
+        if t is not None:
+            for d, st in t.settles:
+                s = c.deliveries.get(d)
+                if s is not None and d in s.unacked:
+                    s.in_tx.discard(d)
+                    self._apply_settlement(s, d, st, out, None)
+                    self._dispatch(s.queue, out)
+            t.settles.clear()
+        return out + super().abort(conn, tx, **options)
+
+
+class _Redeliveries(PerMessageCore):
+    """A core whose redelivery limit is ``limit(configured)``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.config = dataclasses.replace(self.config, max_redeliveries=self.limit(self.config.max_redeliveries))
+
+    def limit(self, configured: int) -> int:
+        raise NotImplementedError
+
+
+class NoDeadLetter(_Redeliveries):
+    """The redelivery limit is never enforced."""
+
+    def limit(self, configured: int) -> int:
+        return 1 << 62
+
+
+class EarlyDeadLetter(_Redeliveries):
+    """Dead-lettered one redelivery too early."""
+
+    def limit(self, configured: int) -> int:
+        return configured - 1
+
+
+class _SubscribeOptions(PerMessageCore):
+    """A core that changes a consumer's options (:meth:`options`) before subscribing it."""
+
+    def options(self, options: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def subscribe(self, conn: Any, sub: str, destination: str, **options: Any) -> list[Effect]:
+        self.options(options)
+        return super().subscribe(conn, sub, destination, **options)
+
+
+class SelectorIgnored(_SubscribeOptions):
+    """Consumers get the messages their selector does not match too."""
+
+    def options(self, options: dict[str, Any]) -> None:
+        options["selector"] = None
+
+
+class NoLocalIgnored(_SubscribeOptions):
+    """A noLocal subscription gets its own connection's messages too."""
+
+    def options(self, options: dict[str, Any]) -> None:
+        options["no_local"] = False
+
+
+class _PrefetchChanged(PerMessageCore):
+    """A core that enforces ``prefetch(bound)`` instead of a consumer's prefetch bound."""
+
+    def prefetch(self, bound: int) -> int | None:
+        raise NotImplementedError
+
+    def subscribe(self, conn: Any, sub: str, destination: str, **options: Any) -> list[Effect]:
+        out = super().subscribe(conn, sub, destination, **options)
+        s = self._sub(conn, sub)
+        if s.prefetch is not None:
+            s.prefetch = self.prefetch(s.prefetch)
+            self._dispatch(s.queue, out)
+        return out
+
+
+class IgnorePrefetch(_PrefetchChanged):
+    """Deliveries beyond the prefetch bound."""
+
+    def prefetch(self, bound: int) -> int | None:
+        return None
+
+
+class PrefetchOffByOne(_PrefetchChanged):
+    """One delivery more than the prefetch allows."""
+
+    def prefetch(self, bound: int) -> int | None:
+        return bound + 1
+
+
+class TopicOneSubscriber(PerMessageCore):
+    """A topic message reaches only its first subscriber."""
+
+    def _copies(self, msg: Any) -> Any:
+        return super()._copies(msg)[:1]
+
+
+class DurableForgets(PerMessageCore):
+    """A durable subscription is deleted when its consumer goes (as a nondurable one)."""
+
+    def _drop_sub(self, s: Any, out: list[Effect], touched: list[Any]) -> None:
+        super()._drop_sub(s, out, touched)
+        q = s.queue
+        if q.durable is not None and not q.consumers and self._durables.get(q.durable) is q:
+            self._remove_durable_queue(q.durable, q, out)
+
+
+class ClientIdShared(PerMessageCore):
+    """A second connection may take a client id an open connection holds."""
+
+    def open(self, conn: Any, *, client_id: str | None = None, **options: Any) -> list[Effect]:
+        out = super().open(conn, **options)
+        self._conn(conn).client_id = client_id
+        return out
+
+
+# ---------------------------------------------------------------- the STOMP session
+
+
+class _FrameFilter(StompSession):
+    """A session that drops one header line (:attr:`drop`: command, header prefix) from the frames it writes."""
+
+    drop: tuple[bytes, bytes] = (b"", b"")
+
+    def _write(self, data: bytes) -> None:
+        command, header = self.drop
+        if data.startswith(command + b"\n"):
+            head, sep, rest = data.partition(b"\n\n")
+            lines = head.split(b"\n")
+            for i, line in enumerate(lines[1:], 1):
+                if line.startswith(header):
+                    del lines[i]
+                    break
+            data = b"\n".join(lines) + sep + rest
+        super()._write(data)
+
+
+class MessageNoSubscription(_FrameFilter):
+    drop = (b"MESSAGE", b"subscription:")
+
+
+class MessageNoDestination(_FrameFilter):
+    drop = (b"MESSAGE", b"destination:")
+
+
+class ErrorNoMessage(_FrameFilter):
+    drop = (b"ERROR", b"message:")
+
+
+class ErrorNoReceiptId(_FrameFilter):
+    drop = (b"ERROR", b"receipt-id:")
+
+
+class DoubleEscapeHeaders(StompSession):
+    """User header values are escaped twice on MESSAGE frames."""
+
+    def _deliver(self, d: Deliver) -> None:
+        msg = d.message
+        headers = tuple((name, escape(value, self.version)) for name, value in msg.headers)
+        super()._deliver(d._replace(message=msg._replace(headers=headers)))
+
+
+class NoReceipt(StompSession):
+    """RECEIPTs are never sent."""
+
+    def _queue_receipt(self, receipt_id: str, needs: int, extra: tuple[tuple[str, str], ...] = ()) -> None:
+        return
+
+
+class EarlyReceipt(StompSession):
+    """RECEIPT before the journal fsync."""
+
+    def _queue_receipt(self, receipt_id: str, needs: int, extra: tuple[tuple[str, str], ...] = ()) -> None:
+        super()._queue_receipt(receipt_id, 0, extra)
+
+
+class WrongReceiptId(StompSession):
+    """RECEIPT carries a receipt-id that was never asked for."""
+
+    def _queue_receipt(self, receipt_id: str, needs: int, extra: tuple[tuple[str, str], ...] = ()) -> None:
+        super()._queue_receipt(receipt_id + "-wrong", needs, extra)
+
+
+class ReorderReceipts(StompSession):
+    """A receipt is held back 0.2 s and overtaken by the next one."""
+
+    def _queue_receipt(self, receipt_id: str, needs: int, extra: tuple[tuple[str, str], ...] = ()) -> None:
+        frame = b"RECEIPT\nreceipt-id:" + escape(receipt_id, self.version).encode() + b"\n\n\x00"
+        if self._receipts:  # overtake the receipt held back
+            self._write(frame)
+        else:
+            self._receipts.append(_Receipt(frame, needs, self.clock() + 0.2))
+        if self.state is State.DISCONNECTING:
+            self._maybe_finish_disconnect()
+
+
+class ErrorNoClose(StompSession):
+    """ERROR frames leave the connection open (the parser starts over after a malformed frame)."""
+
+    _failing = False
+
+    def _fail(self, *args: Any, **kwargs: Any) -> None:
+        self._failing = True
+        try:
+            super()._fail(*args, **kwargs)
+        finally:
+            self._failing = False
+
+    def _close(self, *, abrupt: bool) -> None:
+        if not self._failing:
+            super()._close(abrupt=abrupt)
+
+    def feed(self, data: bytes) -> Any:
+        error = self.error
+        result = super().feed(data)
+        if self.error is not error:
+            self.parser = FrameParser(max_frame=self.config.max_frame, max_headers=self.config.max_headers,
+                                      max_header_length=self.config.max_header_length, commands=F.CLIENT_COMMANDS)
+            self.parser.version = self.version
+        return result
+
+
+# ---------------------------------------------------------------- the AMQP connection
+
+
+class _RewrittenInput(AmqpConnection):
+    """A connection that misreads the peer's frames (see amqp_frames.py): :attr:`mutant` names how."""
+
+    mutant = ""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rewriter = FrameRewriter(lambda name: name == self.mutant)
+
+    def _amqp_input(self, data: bytes) -> bytes:
+        return self._rewriter.feed(data)
+
+
+class IgnoreCredit(_RewrittenInput):
+    mutant = "ignore-prefetch"
+
+
+class RangeSettlesLast(_RewrittenInput):
+    mutant = "client-as-individual"
+
+
+class _TransferAnswers(AmqpConnection):
+    """A connection whose answers to transfers go through :meth:`on_confirm`, which a mutant overrides."""
+
+    def _run_published(self, effects: list[Effect]) -> None:
+        if effects:
+            self.hub.apply(effects)
+
+    @staticmethod
+    def is_transfer(effect: Confirm) -> bool:
+        return getattr(effect.token, "kind", None) == "transfer"
+
+
+class NoAccepted(_TransferAnswers):
+    """An unsettled transfer is never answered."""
+
+    def on_confirm(self, effect: Confirm, needs_sync: int) -> None:
+        if not self.is_transfer(effect):
+            super().on_confirm(effect, needs_sync)
+
+
+class EarlyAccepted(_TransferAnswers):
+    """A durable transfer is accepted before the journal fsync."""
+
+    def on_confirm(self, effect: Confirm, needs_sync: int) -> None:
+        super().on_confirm(effect, 0 if self.is_transfer(effect) else needs_sync)
+
+
+# ---------------------------------------------------------------- the mutants
+
+MUTANTS: dict[str, BrokerParts] = {
+    "lose-message": BrokerParts(core=LoseMessage),
+    "duplicate-no-flag": BrokerParts(core=DuplicateNoFlag),
+    "reorder": BrokerParts(core=Reorder),
+    "ignore-ack": BrokerParts(core=IgnoreAck),
+    "client-as-individual": BrokerParts(core=ClientAsIndividual, amqp_connection=RangeSettlesLast),
+    "leak-tx-sends": BrokerParts(core=LeakTxSends),
+    "early-receipt": BrokerParts(stomp_session=EarlyReceipt, amqp_connection=EarlyAccepted),
+    "no-receipt": BrokerParts(stomp_session=NoReceipt, amqp_connection=NoAccepted),
+    "mangle-header": BrokerParts(core=MangleHeader),
+    "mangle-body": BrokerParts(core=MangleBody),
+    "error-no-close": BrokerParts(stomp_session=ErrorNoClose),
+    "ignore-prefetch": BrokerParts(core=IgnorePrefetch, amqp_connection=IgnoreCredit),
+    "nack-ignored": BrokerParts(core=NackIgnored),
+    "nack-acks": BrokerParts(core=NackAcks),
+    "abort-keeps-acks": BrokerParts(core=AbortKeepsAcks),
+    "abort-keeps-sends": BrokerParts(core=AbortKeepsSends),
+    "commit-drops-one": BrokerParts(core=CommitDropsOne),
+    "no-redelivered-flag": BrokerParts(core=NoRedeliveredFlag),
+    "stuck-delivery-count": BrokerParts(core=StuckDeliveryCount),
+    "no-dead-letter": BrokerParts(core=NoDeadLetter),
+    "early-dead-letter": BrokerParts(core=EarlyDeadLetter),
+    "prefetch-off-by-one": BrokerParts(core=PrefetchOffByOne),
+    "topic-one-subscriber": BrokerParts(core=TopicOneSubscriber),
+    "durable-forgets": BrokerParts(core=DurableForgets),
+    "selector-ignored": BrokerParts(core=SelectorIgnored),
+    "no-local-ignored": BrokerParts(core=NoLocalIgnored),
+    "client-id-shared": BrokerParts(core=ClientIdShared),
+    "queue-to-two": BrokerParts(core=QueueToTwo),
+    "reorder-receipts": BrokerParts(stomp_session=ReorderReceipts),
+    "wrong-receipt-id": BrokerParts(stomp_session=WrongReceiptId),
+    "error-no-message": BrokerParts(stomp_session=ErrorNoMessage),
+    "error-no-receipt-id": BrokerParts(stomp_session=ErrorNoReceiptId),
+    "message-no-subscription": BrokerParts(stomp_session=MessageNoSubscription),
+    "message-no-destination": BrokerParts(stomp_session=MessageNoDestination),
+    "truncate-body-at-nul": BrokerParts(core=TruncateBodyAtNul),
+    "double-escape-headers": BrokerParts(stomp_session=DoubleEscapeHeaders),
+}
+"""mutant name -> the broker it is built as."""
+
+
+def __getattr__(name: str) -> BrokerParts:
+    """``tests.quality.mutants:NAME`` (what ``--broker-parts`` takes) names the mutant ``NAME``."""
+    try:
+        return MUTANTS[name]
+    except KeyError:
+        raise AttributeError(name) from None
