@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from proton import Described, Message, symbol, ulong
 
-from ackspec.reference.confirmations_amqp import _coordinator_command, _message_to
+from ackspec.conformance.client.proxies.amqp import _coordinator_command, _message_to
 
 
 def encoded(body: object = None, address: str | None = None) -> bytes:

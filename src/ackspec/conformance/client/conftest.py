@@ -22,12 +22,12 @@ import pytest
 
 from ackspec.conformance.client.core_gate import ClientGateProxy
 from ackspec.conformance.client.cut import ClientUnderTest, CutError, NotApplicable
+from ackspec.conformance.client.proxies.amqp import AmqpConfirmationProxy
+from ackspec.conformance.client.proxies.stomp import ConfirmationProxy
 from ackspec.conformance.client.registry import factory
 from ackspec.conformance.client_evidence import ClientEvidence
 from ackspec.conformance.client_target import REFERENCE_BROKER, client_broker, client_spec
 from ackspec.reference.client import ConnectionFactory, Message
-from ackspec.reference.confirmations import ConfirmationProxy
-from ackspec.reference.confirmations_amqp import AmqpConfirmationProxy
 from ackspec.reference.server import EmbeddedBroker
 
 TIMEOUT = 5.0

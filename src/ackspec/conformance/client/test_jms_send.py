@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError
+from ackspec.conformance.client.proxies.stomp import Answered, Gate
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.markers import requirement
 from ackspec.conformance.strategies import drawn
-from ackspec.reference.confirmations import Answered, Gate
 
 MakeCut = Callable[..., ClientUnderTest]
 

@@ -8,8 +8,8 @@ import pytest
 
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError
+from ackspec.conformance.client.proxies.stomp import Gate
 from ackspec.conformance.markers import requirement
-from ackspec.reference.confirmations import Gate
 from ackspec.reference.faults import ConfirmPolicy, FaultRule
 
 MakeCut = Callable[..., ClientUnderTest]

@@ -8,9 +8,9 @@ import pytest
 
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest
+from ackspec.conformance.client.proxies.stomp import Gate
 from ackspec.conformance.markers import requirement
 from ackspec.conformance.verdicts import Checks
-from ackspec.reference.confirmations import Gate
 
 MakeCut = Callable[..., ClientUnderTest]
 

@@ -10,8 +10,8 @@ import pytest
 
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, NotApplicable
+from ackspec.conformance.client.proxies.stomp import ConfirmationProxy
 from ackspec.conformance.markers import requirement
-from ackspec.reference.confirmations import ConfirmationProxy
 from ackspec.reference.faults import FaultRule
 from ackspec.reference.stomp import Frame
 

@@ -5,7 +5,7 @@ raises on a rejected or released outcome; ``receive`` is ``BlockingReceiver.rece
 credit = prefetch, ``acknowledge`` is ``accept()``. The blocking API has no completion
 listeners, no local transactions and no JMS sessions, so the JMS 7.3 and ack-mode tests are
 not applicable. Confirmations are held by the AMQP confirmation proxy
-(:mod:`ackspec.reference.confirmations_amqp`), so the blocking-send rule is observable.
+(:mod:`ackspec.conformance.client.proxies.amqp`), so the blocking-send rule is observable.
 """
 
 from __future__ import annotations

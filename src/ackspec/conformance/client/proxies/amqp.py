@@ -1,7 +1,7 @@
 """Confirmation control over AMQP 1.0: the same gates as the STOMP proxy, on dispositions.
 
 :class:`AmqpConfirmationProxy` sits between an AMQP client and the reference broker's
-AMQP listener and offers the test API of :class:`~.confirmations.ConfirmationProxy`
+AMQP listener and offers the test API of :class:`~.stomp.ConfirmationProxy`
 (``hold``, ``seen``, ``wait_seen``, ``wait``, ``clear``) with the STOMP command names
 mapped onto AMQP 1.0 performatives, so the client-side tests read the same for both
 protocols:
@@ -38,7 +38,7 @@ from typing import Any
 
 from proton import Data, Described, Message, symbol, uint, ulong
 
-from ackspec.reference.confirmations import NACK_HEADER, Answered, ConfirmationProxy, _Link
+from ackspec.conformance.client.proxies.stomp import NACK_HEADER, Answered, ConfirmationProxy, _Link
 
 ATTACH, TRANSFER, DISPOSITION, DETACH, CLOSE, BEGIN = 0x12, 0x14, 0x15, 0x16, 0x18, 0x11
 TARGET, COORDINATOR = 0x29, 0x30
