@@ -3,29 +3,24 @@
 from __future__ import annotations
 
 import socket
-import struct
 import time
 
-from proton import Data, Described, Endpoint, Link, Message, symbol, uint, ulong
+from proton import Described, Endpoint, Link, Message, symbol, uint, ulong
 from tests.amqp.conftest import RunningBroker
 
 from ackspec.adapters.amqp_proton import AmqpOptions, ProtonAdapter, Wire
 from ackspec.adapters.base import AckMode
 from ackspec.history import Recorder
+from ackspec.reference.amqp.framing import SASL_FRAME, performative_frame
 
 
 def _frame(performative: Described, payload: bytes = b"", channel: int = 0) -> bytes:
-    data = Data()
-    data.put_object(performative)
-    body = bytes(data.encode()) + payload
-    return struct.pack(">IBBH", 8 + len(body), 2, 0, channel) + body
+    return performative_frame(performative, payload, channel=channel)
 
 
 def _sasl_init() -> bytes:
-    data = Data()
-    data.put_object(Described(ulong(0x41), [symbol("ANONYMOUS")]))
-    body = bytes(data.encode())
-    return b"AMQP\x03\x01\x00\x00" + struct.pack(">IBBH", 8 + len(body), 2, 1, 0) + body
+    return b"AMQP\x03\x01\x00\x00" + performative_frame(Described(ulong(0x41), [symbol("ANONYMOUS")]),
+                                                         frame_type=SASL_FRAME)
 
 
 def _exchange(broker: RunningBroker, payload: bytes) -> bytes:

@@ -4,9 +4,10 @@ the raw bytes through proton's C API, which the Python API would not let it do."
 
 from __future__ import annotations
 
-from cproton_ffi import ffi, lib
 from proton import Endpoint, Message
 from tests.amqp.inmemory import InMemoryPair
+
+from ackspec.reference.amqp.proton_c import ffi, lib
 
 BAD = b"bad-\xff\xfe-name"
 

@@ -5,12 +5,11 @@ Sans-IO: a proton client engine and :class:`AmqpConnection` exchange bytes in me
 
 from __future__ import annotations
 
-import struct
-
-from proton import Data, Described, Endpoint, Link, Message, uint, ulong
+from proton import Described, Endpoint, Link, Message, uint, ulong
 from tests.amqp.inmemory import InMemoryPair
 
 from ackspec.reference.amqp.connection import AmqpConnection
+from ackspec.reference.amqp.framing import performative_frame
 from ackspec.reference.amqp.pump import EnginePump, client_engine
 from ackspec.reference.broker import BrokerCore
 from ackspec.reference.broker.hub import Hub
@@ -19,10 +18,8 @@ Q = "/queue/pieces"
 
 
 def _transfer(delivery_id: int, body: bytes) -> bytes:
-    data = Data()
-    data.put_object(Described(ulong(0x14), [uint(0), uint(delivery_id), f"t{delivery_id}".encode(), uint(0), True]))
-    payload = bytes(data.encode()) + bytes(Message(body=body).encode())
-    return struct.pack(">IBBH", 8 + len(payload), 2, 0, 0) + payload
+    return performative_frame(Described(ulong(0x14), [uint(0), uint(delivery_id), f"t{delivery_id}".encode(), uint(0),
+                                                     True]), bytes(Message(body=body).encode()))
 
 
 def test_credit_granted_during_a_read_does_not_cover_transfers_of_that_read() -> None:

@@ -14,23 +14,24 @@ broker would get them wrong, by misreading the peer's frames before proton sees 
     deliveries at once (the driver's cumulative CLIENT ack is written as one),
     and applying it to one delivery is the same bug as an individual ack.
 
-:class:`FrameRewriter` is sans-IO: bytes in, bytes out, buffering partial frames.
+:class:`FrameRewriter` is sans-IO: bytes in, bytes out, buffering partial frames
+(framing: :mod:`ackspec.reference.amqp.framing`).
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any
 
 from proton import Data, Described, ulong
+
+from ackspec.reference.amqp.framing import AMQP_FRAME, HEADER, FrameSplitter, read_header, with_body
 
 FLOW = 0x13
 DISPOSITION = 0x15
 EXTRA_CREDIT = 1000
 """Credit an ``ignore-prefetch`` broker believes it got on top of what the receiver granted."""
 
-_HEADER = 8  # "AMQP" 0 1 0 0, then frames
 
 
 class FrameRewriter:
@@ -42,34 +43,18 @@ class FrameRewriter:
 
     def __init__(self, active: Callable[[str], bool]) -> None:
         self.active = active
-        self._buffer = b""
-        self._header_seen = False
+        self._splitter = FrameSplitter()
 
     def feed(self, data: bytes) -> bytes:
         """Bytes received from the peer -> the bytes proton should see (whole frames only)."""
-        self._buffer += data
-        out: list[bytes] = []
-        if not self._header_seen:
-            if len(self._buffer) < _HEADER:
-                return b""
-            out.append(self._buffer[:_HEADER])
-            self._buffer = self._buffer[_HEADER:]
-            self._header_seen = True
-        while len(self._buffer) >= 8:
-            size = struct.unpack(">I", self._buffer[:4])[0]
-            if size < 8:  # malformed: hand everything to proton, which reports the framing error
-                out.append(self._buffer)
-                self._buffer = b""
-                break
-            if len(self._buffer) < size:
-                break
-            frame, self._buffer = self._buffer[:size], self._buffer[size:]
-            out.append(self._rewrite(frame))
-        return b"".join(out)
+        return b"".join(unit if unit[:4] == b"AMQP" else self._rewrite(unit) for unit in self._splitter.feed(data))
 
     def _rewrite(self, frame: bytes) -> bytes:
-        doff = frame[4] * 4
-        if frame[5] != 0 or len(frame) <= doff + 3 or frame[doff:doff + 2] != b"\x00\x53":
+        if len(frame) < HEADER.size or read_header(frame).size != len(frame):
+            return frame  # not AMQP framing: proton reports it
+        header = read_header(frame)
+        doff = header.doff * 4
+        if header.type != AMQP_FRAME or len(frame) <= doff + 3 or frame[doff:doff + 2] != b"\x00\x53":
             return frame  # not an AMQP performative with a small-ulong descriptor
         code = frame[doff + 2]
         if code == FLOW and self.active("ignore-prefetch"):
@@ -93,9 +78,7 @@ class FrameRewriter:
             return frame
         encoded = Data()
         encoded.put_object(Described(ulong(int(performative.descriptor)), fields))  # type: ignore[arg-type]
-        payload = encoded.encode() + body[used:]
-        header = frame[:doff]
-        return struct.pack(">I", doff + len(payload)) + header[4:] + payload
+        return with_body(frame, bytes(encoded.encode()) + body[used:])
 
 
 def _inflate_credit(fields: list[Any]) -> bool:

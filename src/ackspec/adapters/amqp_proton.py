@@ -64,7 +64,6 @@ import contextlib
 import itertools
 import select
 import socket
-import struct
 import time
 import uuid
 from collections import deque
@@ -75,7 +74,6 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from proton import (
     Condition,
-    Data,
     Described,
     Endpoint,
     Event,
@@ -109,6 +107,7 @@ from ackspec.adapters.embedded import EmbeddedBrokerControls
 from ackspec.adapters.settings import STOMP_STANDARD_CAPABILITIES, TargetSettings
 from ackspec.history import PRODUCER_HEADER, SEQ_HEADER, Recorder
 from ackspec.net import connect
+from ackspec.reference.amqp.framing import performative_frame
 from ackspec.reference.amqp.pump import EnginePump, Fed, client_engine
 
 DECLARED = 0x33
@@ -159,10 +158,7 @@ def _has_filter(source: Terminus, descriptors: tuple[Any, ...]) -> bool:
 
 def _raw_frame(performative: Described, payload: bytes = b"", channel: int = 0) -> bytes:
     """One AMQP frame (doff 2, type 0) encoded by hand, for what proton refuses to send."""
-    data = Data()
-    data.put_object(performative)
-    body = data.encode() + payload
-    return struct.pack(">IBBH", 8 + len(body), 2, 0, channel) + body
+    return performative_frame(performative, payload, channel=channel)
 
 
 def outcome_name(state: int | None) -> str:

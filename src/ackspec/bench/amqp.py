@@ -18,7 +18,8 @@ Scenarios (each on a fresh queue, 100-byte bodies, the queue left empty afterwar
 The load client is python-qpid-proton's engine driven directly (no reactor, no per-message
 ``Message.encode``: one encoded message reused), pumped over a non-blocking socket with
 ``select``. Its per-message work (transfers, dispositions, deliveries) calls proton's C API
-(``cproton_ffi``) without wrapper objects, as the reference listener does, so one Python thread
+(``cproton_ffi``, through :mod:`ackspec.reference.amqp.proton_c`) without wrapper objects, as the
+reference listener does, so one Python thread
 keeps up with these brokers; the client's own ceiling is printed with the results (a run
 against the fastest broker near it would be client-bound). The consumer tops its credit up as
 it goes (when less than half is left, in the middle of a batch, and writes at once), so broker
@@ -37,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from cproton_ffi import ffi, lib  # type: ignore[import-not-found]
 from proton import Connection, Endpoint, Event, Link, Message, Transport, symbol
 
 from ackspec.bench.report import Cell
@@ -46,6 +46,7 @@ from ackspec.bench.targets import _free_port, broker_process
 from ackspec.brokers import BROKERS
 from ackspec.errors import AckspecError
 from ackspec.net import connect
+from ackspec.reference.amqp.proton_c import ffi, lib
 from ackspec.reference.amqp.pump import EnginePump, Fed, client_engine
 
 WINDOW = 1000

@@ -34,7 +34,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, cast
 
-from cproton_ffi import ffi, lib  # type: ignore[import-not-found]  # proton's C API, see _dispatch
 from proton import (
     Collector,
     Condition,
@@ -58,6 +57,7 @@ from ackspec.reference.amqp.mapping import (
     encode_delivery,
     read_incoming,
 )
+from ackspec.reference.amqp.proton_c import ffi, lib  # proton's C API (its private cffi module)
 from ackspec.reference.amqp.pump import EnginePump
 from ackspec.reference.amqp.sasl import SaslServer, SaslState
 from ackspec.reference.amqp.sections import Incoming, read_plain

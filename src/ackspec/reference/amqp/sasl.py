@@ -14,13 +14,14 @@ when anonymous access is allowed.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, cast
 
 from proton import UNDESCRIBED, Array, Data, Described, symbol, ubyte, ulong
+
+from ackspec.reference.amqp.framing import SASL_FRAME, performative_frame, read_header
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -109,7 +110,7 @@ class SaslServer:
     def _read_init(self) -> None:
         if len(self._buffer) < 8:
             return
-        size, doff, ftype = struct.unpack(">IBB", self._buffer[:6])
+        size, doff, ftype, _channel = read_header(self._buffer)
         if size < 8 or size > MAX_SASL_FRAME or doff < 2 or ftype != 1:
             self._fail(OUTCOME_SYS_PERM, "malformed SASL frame")
             return
@@ -168,7 +169,4 @@ class SaslServer:
 
 
 def _frame(performative: Described) -> bytes:
-    data = Data()
-    data.put_object(performative)
-    body = bytes(data.encode())
-    return struct.pack(">IBBH", 8 + len(body), 2, 1, 0) + body
+    return performative_frame(performative, frame_type=SASL_FRAME)

@@ -32,13 +32,13 @@ protocol headers pass through.
 from __future__ import annotations
 
 import asyncio
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 from proton import Data, Described, Message, symbol, uint, ulong
 
 from ackspec.conformance.client.proxies.stomp import NACK_HEADER, Answered, ConfirmationProxy, _Link
+from ackspec.reference.amqp.framing import FrameSplitter, performative_frame, read_header
 
 ATTACH, TRANSFER, DISPOSITION, DETACH, CLOSE, BEGIN = 0x12, 0x14, 0x15, 0x16, 0x18, 0x11
 TARGET, COORDINATOR = 0x29, 0x30
@@ -100,10 +100,7 @@ def _performative(body: bytes) -> tuple[int | str | None, list[Any], bytes]:
 
 
 def frame(channel: int, performative: Described) -> bytes:
-    data = Data()
-    data.put_object(performative)
-    body = data.encode()
-    return struct.pack(">IBBH", 8 + len(body), 2, 0, channel) + body
+    return performative_frame(performative, channel=channel)
 
 
 def disposition(channel: int, role: bool, delivery: int, settled: bool, state: Any, batchable: Any) -> bytes:
@@ -114,34 +111,6 @@ def disposition(channel: int, role: bool, delivery: int, settled: bool, state: A
 def rejected(message: str) -> Described:
     error = Described(ulong(ERROR), [symbol("amqp:precondition-failed"), message, None])
     return Described(ulong(REJECTED), [error])
-
-
-class FrameSplitter:
-    """Cuts a byte stream into protocol headers (8 bytes, ``AMQP...``) and frames."""
-
-    def __init__(self) -> None:
-        self._buf = bytearray()
-
-    def feed(self, data: bytes) -> list[bytes]:
-        self._buf += data
-        out: list[bytes] = []
-        while True:
-            if len(self._buf) >= 4 and self._buf[:4] == b"AMQP":
-                if len(self._buf) < 8:
-                    return out
-                out.append(bytes(self._buf[:8]))
-                del self._buf[:8]
-                continue
-            if len(self._buf) < 8:
-                return out
-            size = struct.unpack(">I", self._buf[:4])[0]
-            if size < 8 or len(self._buf) < size:
-                if size < 8:  # not AMQP: pass the rest through untouched
-                    out.append(bytes(self._buf))
-                    self._buf.clear()
-                return out
-            out.append(bytes(self._buf[:size]))
-            del self._buf[:size]
 
 
 @dataclass
@@ -195,9 +164,10 @@ class AmqpConfirmationProxy(ConfirmationProxy):
     def _client_frame(self, link: _Link, state: _AmqpState, chunk: bytes) -> None:
         if len(chunk) <= 8 or chunk[:4] == b"AMQP" or chunk[5] != 0:
             return  # header, empty (heart-beat) frame or SASL
-        channel = struct.unpack(">H", chunk[6:8])[0]
+        header = read_header(chunk)
+        channel = header.channel
         try:
-            kind, fields, payload = _performative(chunk[chunk[4] * 4:])
+            kind, fields, payload = _performative(chunk[header.doff * 4:])
         except Exception:
             return  # the broker answers malformed input itself
         if kind == ATTACH:
@@ -271,9 +241,10 @@ class AmqpConfirmationProxy(ConfirmationProxy):
                       loop: asyncio.AbstractEventLoop) -> list[bytes]:
         if len(chunk) <= 8 or chunk[:4] == b"AMQP" or chunk[5] != 0:
             return [chunk]
-        channel = struct.unpack(">H", chunk[6:8])[0]
+        header = read_header(chunk)
+        channel = header.channel
         try:
-            kind, fields, _ = _performative(chunk[chunk[4] * 4:])
+            kind, fields, _ = _performative(chunk[header.doff * 4:])
         except Exception:
             return [chunk]
         if kind == BEGIN and _field(fields, 0) is not None:
