@@ -256,7 +256,7 @@ class _SessionModel:
         return sorted(self.pending[consumer] + [body for c, body in self.delivered if c == consumer])
 
 
-@requirement("JMS-6.2.10-CLIENT-ACK-CUMULATIVE", "JMS-6.2.10-RECOVER-RESTARTS")
+@requirement("JMS-6.2.10-CLIENT-ACK-CUMULATIVE", "JMS-6.2.10-RECOVER-RESTARTS", "AMQ-CLIENT-ACK-SESSION-WIDE")
 def test_client_ack_session_over_any_receives_acknowledges_and_recovers(make_cut: MakeCut, env: Env) -> None:
     """A CLIENT_ACKNOWLEDGE session (the catalogue's ack mode) with one to three consumers, and any
     sequence of receives, acknowledges and recovers: each receive gets the message the model says (a
