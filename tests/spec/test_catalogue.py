@@ -9,7 +9,7 @@ import pytest
 
 from ackspec.adapters.base import Capability
 from ackspec.spec import Catalogue, Level, load_catalogue
-from ackspec.spec.catalogue import CATALOGUE_DIR
+from ackspec.spec.data import CATALOGUE_DIR
 
 ID_CONVENTION = re.compile(r"^(JMS|STOMP|AMQP|AMQ|ARTEMIS|SOLACE)(-\d+(\.\d+)*)?(-[A-Z0-9]+)+$")
 SEEDS = ["000_93c1ab1d35904afa.txt", "001_746a10e189792b58.txt", "003_d5bc7f3cee6177eb.txt",

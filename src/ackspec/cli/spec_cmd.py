@@ -19,10 +19,11 @@ from typing import Any
 from ackspec.errors import AckspecError
 from ackspec.spec import Catalogue, Level, Requirement, Role, load_catalogue, load_profile
 from ackspec.spec.citations import default_scan_paths, project_test_paths, scan
-from ackspec.spec.client_profiles import CLIENTS_DIR, available_client_profiles, load_client_profile
+from ackspec.spec.client_profiles import available_client_profiles, load_client_profile
+from ackspec.spec.data import CLIENTS_DIR, TARGETS_DIR
 from ackspec.spec.markdown import render
 from ackspec.spec.model import PROTOCOLS, Technique
-from ackspec.spec.profiles import TARGETS_DIR, available_profiles
+from ackspec.spec.profiles import available_profiles
 
 LEVELS = [level.value for level in Level]
 DEFAULT_DOCS = Path("docs") / "catalogue.md"
@@ -34,7 +35,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=lambda args: _usage(parser))
     root = argparse.ArgumentParser(add_help=False)
     root.add_argument("--root", type=Path, default=None, metavar="DIR",
-                      help="catalogue directory (default: the bundled src/ackspec/spec/catalogue)")
+                      help="catalogue directory (default: the checkout's or bundled spec/catalogue)")
     sub = parser.add_subparsers(dest="spec_command", metavar="SUBCOMMAND", parser_class=type(parser))
 
     p = sub.add_parser("list", parents=[root], help="list requirements, optionally filtered")
@@ -54,9 +55,9 @@ def register(subparsers: Any) -> None:
 
     p = sub.add_parser("validate", parents=[root], help="validate the catalogue, the target and the client profiles")
     p.add_argument("--targets", type=Path, default=None, metavar="DIR",
-                   help="profiles directory (default: the bundled src/ackspec/spec/targets)")
+                   help="profiles directory (default: the checkout's or bundled spec/targets)")
     p.add_argument("--clients", type=Path, default=None, metavar="DIR",
-                   help="client profiles directory (default: the bundled src/ackspec/spec/clients, unless --root)")
+                   help="client profiles directory (default: the checkout's or bundled spec/clients, unless --root)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("coverage", parents=[root],

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from ackspec import __version__
 from ackspec.conformance import applicability
@@ -49,6 +48,7 @@ from ackspec.conformance.verdicts import Outcome, OutcomeKind, RequirementVerdic
 from ackspec.history import Recorder
 from ackspec.pipeline.layout import RunDir
 from ackspec.results import RunResults, TargetInfo, TestResult, Verdict, combine
+from ackspec.spec import load_catalogue
 
 SUITE_FIXTURE = "harness"
 
@@ -67,25 +67,8 @@ def code_version() -> str:
 
 
 def requirement_levels() -> dict[str, str]:
-    """``{id: level}`` of the catalogue (the spec loader's cache, else the YAML read directly)."""
-    try:
-        from ackspec.spec import load_catalogue  # noqa: PLC0415
-
-        catalogue = load_catalogue()
-        return {rid: str(getattr(req.level, "value", req.level)) for rid, req in catalogue.requirements.items()}
-    except Exception:
-        pass
-    folder = Path(__file__).resolve().parent.parent / "spec" / "catalogue"
-    levels: dict[str, str] = {}
-    for path in sorted(folder.glob("*.yaml")):
-        try:
-            data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except (OSError, yaml.YAMLError):
-            continue
-        for req in (data or {}).get("requirements", []) if isinstance(data, dict) else []:
-            if isinstance(req, dict) and "id" in req:
-                levels[str(req["id"])] = str(req.get("level", ""))
-    return levels
+    """``{id: level}`` of the catalogue (cached by the spec loader)."""
+    return {rid: req.level.value for rid, req in load_catalogue().requirements.items()}
 
 
 def requirements_of(item: pytest.Item) -> list[str]:

@@ -5,7 +5,7 @@ default) and driven through :class:`ackspec.adapters.reference.ReferenceAdapter`
 which can also restart it and inject faults. With a URL the driver is chosen by
 scheme (:mod:`ackspec.adapters.registry`).
 
-The profile (``--profile NAME``, data in ``ackspec/spec/targets/NAME.yaml``)
+The profile (``--profile NAME``, data in ``spec/targets/NAME.yaml``)
 supplies the driver settings and the known deviations, each with a reason.
 """
 
@@ -17,12 +17,10 @@ import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
-
+from ackspec import spec
 from ackspec.adapters.base import Adapter, Capability
 from ackspec.adapters.registry import UnknownScheme, factory_for, open_adapter
 from ackspec.adapters.settings import TargetSettings
@@ -41,56 +39,17 @@ class ProfileError(ValueError):
     """A profile that does not exist or cannot be read: one readable line."""
 
 
-def _targets_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "spec" / "targets"
-
-
 def available_profiles() -> list[str]:
-    folder = _targets_dir()
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    """The names of the bundled target profiles (``spec/targets/``)."""
+    return spec.available_profiles()
 
 
 def load_profile(name: str) -> dict[str, Any]:
-    """The profile mapping; prefers the spec package's loader, falls back to the YAML file."""
+    """The profile's data, validated by the spec loader (schema, capabilities, requirement IDs)."""
     try:
-        from ackspec import spec  # noqa: PLC0415 - optional until the spec loader lands
-
-        loader = getattr(spec, "load_profile", None)
-    except ImportError:  # pragma: no cover
-        loader = None
-    if loader is not None:
-        try:
-            loaded = loader(name)
-        except Exception as exc:
-            raise ProfileError(f"profile {name!r}: {exc}") from exc
-        return _as_mapping(loaded)
-    path = _targets_dir() / f"{name}.yaml"
-    if not path.is_file():
-        known = ", ".join(available_profiles()) or "none"
-        raise ProfileError(f"unknown profile {name!r} (known: {known})")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{path.name}: not valid YAML ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ProfileError(f"{path.name}: a profile must be a mapping")
-    return data
-
-
-def _as_mapping(obj: Any) -> dict[str, Any]:
-    if isinstance(obj, Mapping):
-        return dict(obj)
-    for attr in ("raw", "data", "to_dict", "as_dict"):
-        value = getattr(obj, attr, None)
-        if callable(value):
-            value = value()
-        if isinstance(value, Mapping):
-            return dict(value)
-    if hasattr(obj, "__dataclass_fields__"):
-        from dataclasses import asdict  # noqa: PLC0415
-
-        return asdict(obj)
-    raise ProfileError(f"cannot read profile object of type {type(obj).__name__}")
+        return dict(spec.load_profile(name).raw)
+    except spec.SpecError as exc:
+        raise ProfileError(f"profile {name!r}: {exc}") from exc
 
 
 WEBSOCKET_SCOPE = "stomp-ws"

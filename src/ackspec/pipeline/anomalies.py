@@ -74,7 +74,7 @@ REQUIREMENTS: dict[AnomalyKind, str] = {
     AnomalyKind.DEAD_LETTER: "AMQ-REDELIVERY-MAX",
     AnomalyKind.IN_FLIGHT: "AMQ-PREFETCH-PUSH-BOUND",
 }
-"""The requirement of the catalogue (src/ackspec/spec/catalogue/) each kind breaks."""
+"""The requirement of the catalogue (spec/catalogue/) each kind breaks."""
 
 DESCRIPTIONS: dict[AnomalyKind, str] = {
     AnomalyKind.LOST: "confirmed send never consumed",

@@ -5,13 +5,15 @@
     catalogue.get("JMS-7.3.8-CALLBACK-ORDER").level      # Level.MUST
     load_profile("rabbitmq-3.10").deviations              # {requirement ID: (Deviation, ...)}
 
-Data lives beside this module: ``catalogue/*.yaml`` (one file per requirement family),
-``targets/*.yaml`` (one file per target) and ``schema/*.schema.json``.
+The data lives in the repository's ``spec/`` folder (:mod:`ackspec.spec.data`): ``catalogue/*.yaml``
+(one file per requirement family), ``targets/*.yaml`` (one file per broker), ``clients/*.yaml`` (one
+file per client library and version) and ``schema/*.schema.json``.
 """
 
 from __future__ import annotations
 
-from ackspec.spec.catalogue import CATALOGUE_DIR, clear_cache, load_catalogue
+from ackspec.spec.catalogue import clear_cache, load_catalogue
+from ackspec.spec.data import CATALOGUE_DIR, CLIENTS_DIR, SCHEMA_DIR, SPEC_DIR, TARGETS_DIR
 from ackspec.spec.errors import SpecError, UnknownFamily, UnknownRequirement
 from ackspec.spec.model import (
     Catalogue,
@@ -25,10 +27,13 @@ from ackspec.spec.model import (
     TargetProfile,
     Technique,
 )
-from ackspec.spec.profiles import TARGETS_DIR, available_profiles, load_profile
+from ackspec.spec.profiles import available_profiles, load_profile
 
 __all__ = [
     "CATALOGUE_DIR",
+    "CLIENTS_DIR",
+    "SCHEMA_DIR",
+    "SPEC_DIR",
     "TARGETS_DIR",
     "Catalogue",
     "Deviation",

@@ -18,13 +18,11 @@ from types import MappingProxyType
 from typing import Any
 
 from ackspec.adapters.base import Capability
+from ackspec.spec.data import CATALOGUE_DIR
 from ackspec.spec.domains import DomainError, Enumeration, contains, describe, parse_domain
 from ackspec.spec.errors import SpecError
 from ackspec.spec.model import Catalogue, Family, Level, Parameter, Requirement, Role, Source, Technique
 from ackspec.spec.validation import check, display, read_yaml, where
-
-CATALOGUE_DIR = Path(__file__).resolve().parent / "catalogue"
-"""The bundled catalogue."""
 
 CAPABILITIES: frozenset[str] = frozenset(c.value for c in Capability)
 

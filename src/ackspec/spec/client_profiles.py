@@ -19,11 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ackspec.spec.catalogue import load_catalogue
+from ackspec.spec.data import CLIENTS_DIR
 from ackspec.spec.errors import SpecError, UnknownRequirement
 from ackspec.spec.validation import check, display, read_yaml, where
-
-CLIENTS_DIR = Path(__file__).resolve().parent / "clients"
-"""The bundled client profiles."""
 
 
 @dataclass(frozen=True, slots=True)

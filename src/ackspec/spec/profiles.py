@@ -14,12 +14,10 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ackspec.spec.catalogue import CAPABILITIES, load_catalogue
+from ackspec.spec.data import TARGETS_DIR
 from ackspec.spec.errors import SpecError, UnknownRequirement
 from ackspec.spec.model import Deviation, TargetProfile
 from ackspec.spec.validation import check, display, read_yaml, where
-
-TARGETS_DIR = Path(__file__).resolve().parent / "targets"
-"""The bundled profiles."""
 
 
 def _scope(deviation: Deviation) -> tuple[str, str | None, tuple[str, ...]]:

@@ -16,9 +16,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from ackspec.spec.data import SCHEMA_DIR
 from ackspec.spec.errors import SpecError
-
-SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
 

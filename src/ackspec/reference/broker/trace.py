@@ -2,7 +2,7 @@
 
 Like paho's test broker: ``tracer.trace("STOMP-ACK-CLIENT-CUMULATIVE")`` counts the ID
 (coverage: which rules the reference broker exercised) and, when logging is on, writes
-one log line. IDs are those of ``ackspec/spec/catalogue/*.yaml``.
+one log line. IDs are those of ``spec/catalogue/*.yaml``.
 """
 
 from __future__ import annotations
