@@ -11,11 +11,11 @@ import subprocess
 
 import pytest
 
+from ackspec.adapters import jms_cut as jms_driver
+from ackspec.adapters.clients import UnknownClient, factory
+from ackspec.adapters.cut import ClientFeature, CutError, NotApplicable
 from ackspec.conformance.client import test_jms_send as jms
 from ackspec.conformance.client.conftest import Env
-from ackspec.conformance.client.cut import ClientFeature, CutError, NotApplicable
-from ackspec.conformance.client.drivers import jms as jms_driver
-from ackspec.conformance.client.registry import UnknownClient, factory
 
 LIBRARIES = {"qpid": ("org.apache.qpid:qpid-jms-client", "2.10.0", "amqp"),
              "artemis": ("org.apache.activemq:artemis-jakarta-client", "2.40.0", "core"),

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
+from ackspec.adapters.cut import ClientUnderTest
 from ackspec.adapters.refclient import RefClientAmqpCUT, RefClientCUT
 from ackspec.conformance.client import test_close_rules as close_rules
 from ackspec.conformance.client import test_jms_send as jms
 from ackspec.conformance.client import test_stomp_client as stomp_client
 from ackspec.conformance.client.conftest import Env, opened_clients
-from ackspec.conformance.client.cut import ClientUnderTest
 from ackspec.reference.client import Connection, IllegalStateError
 from ackspec.reference.client.consumer_core import AckRecord
 from ackspec.reference.client.dispatch import in_message_listener, outside_callbacks

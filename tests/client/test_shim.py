@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
+from ackspec.adapters.cut import ClientFeature, CutError
+from ackspec.adapters.shim.client import ShimCUT
 from ackspec.conformance.client import test_jms_send as jms
 from ackspec.conformance.client.conftest import Env
-from ackspec.conformance.client.cut import ClientFeature, CutError
-from ackspec.conformance.client.drivers.shim import ShimCUT
 
 SHIM = [sys.executable, "-m", "ackspec.adapters.shim"]
 

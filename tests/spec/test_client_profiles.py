@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ackspec.conformance.client.registry import BUILTIN
+from ackspec.adapters.clients import BUILTIN
 from ackspec.spec import SpecError, load_catalogue
 from ackspec.spec.client_profiles import (
     available_client_profiles,

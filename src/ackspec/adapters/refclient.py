@@ -1,8 +1,8 @@
 """The reference client as a client under test (client-side conformance).
 
 :class:`RefClientCUT` drives :mod:`ackspec.reference.client` through the
-:class:`~ackspec.conformance.client.cut.ClientUnderTest` verbs and forwards the client's
-own event log (ack types, window events) as :class:`~ackspec.conformance.client.cut.CutEvent`
+:class:`~ackspec.adapters.cut.ClientUnderTest` verbs and forwards the client's
+own event log (ack types, window events) as :class:`~ackspec.adapters.cut.CutEvent`
 values. It is registered under the ``ackspec.clients`` entry point group as ``reference``.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ackspec import __version__
-from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError, Received
+from ackspec.adapters.cut import ClientFeature, ClientUnderTest, CutError, Received
 from ackspec.reference.client import (
     ClientEvent,
     Connection,

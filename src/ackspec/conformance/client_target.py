@@ -66,7 +66,7 @@ def is_client_suite_item(item: Any) -> bool:
 
 def check_client(spec: str) -> None:
     """Raise :class:`UnknownClientError` (one line) unless ``spec`` names a client that can be built."""
-    from ackspec.conformance.client.registry import UnknownClient, factory  # noqa: PLC0415
+    from ackspec.adapters.clients import UnknownClient, factory  # noqa: PLC0415
 
     if spec.startswith("shim:"):
         argv = shlex.split(spec[len("shim:"):])
@@ -207,10 +207,10 @@ def client_deviations(profile_name: str, broker: str | None) -> list[str]:
 def classify_client(exc: BaseException | None) -> Outcome:
     """How a client-side test ended: the client's own not-applicable and errors, then as a broker test.
 
-    A :class:`~ackspec.conformance.client.cut.CutError` the test did not expect is the client
+    A :class:`~ackspec.adapters.cut.CutError` the test did not expect is the client
     misbehaving (a failure), except a broken shim (``ShimError``: the process died or never said
     hello), which is an error of the run."""
-    from ackspec.conformance.client.cut import CutError, NotApplicable  # noqa: PLC0415
+    from ackspec.adapters.cut import CutError, NotApplicable  # noqa: PLC0415
 
     if isinstance(exc, NotApplicable):
         return Outcome(OutcomeKind.NOT_APPLICABLE, f"not applicable: {exc}")

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import IO, Any
 
+from ackspec.adapters.cut import ClientUnderTest, CutError, CutEvent, NotApplicable, Received
 from ackspec.adapters.shim import PROTOCOL, VERSION
-from ackspec.conformance.client.cut import ClientUnderTest, CutError, CutEvent, NotApplicable, Received
 
 
 def _jsonable(value: Any) -> Any:

@@ -20,11 +20,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from ackspec.adapters.clients import factory
+from ackspec.adapters.cut import ClientUnderTest, CutError, NotApplicable
 from ackspec.conformance.client.core_gate import ClientGateProxy
-from ackspec.conformance.client.cut import ClientUnderTest, CutError, NotApplicable
 from ackspec.conformance.client.proxies.amqp import AmqpConfirmationProxy
 from ackspec.conformance.client.proxies.stomp import ConfirmationProxy
-from ackspec.conformance.client.registry import factory
 from ackspec.conformance.client_evidence import ClientEvidence
 from ackspec.conformance.client_target import REFERENCE_BROKER, client_broker, client_spec
 from ackspec.reference.client import ConnectionFactory, Message

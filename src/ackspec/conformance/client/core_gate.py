@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ackspec.conformance.client.cut import NotApplicable
+from ackspec.adapters.cut import NotApplicable
 
 
 @dataclass(frozen=True, slots=True)

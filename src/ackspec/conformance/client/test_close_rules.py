@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ackspec.adapters.cut import ClientFeature, ClientUnderTest, CutError, NotApplicable, Received
 from ackspec.conformance.client.conftest import TIMEOUT, Env
-from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError, NotApplicable, Received
 from ackspec.conformance.client.test_consumer_acks import REDELIVERED, acks, fill
 from ackspec.conformance.markers import requirement
 from ackspec.reference.faults import FaultRule

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ackspec.adapters.cut import ClientFeature, ClientUnderTest, CutError
 from ackspec.conformance.client.conftest import TIMEOUT, Env
-from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError
 from ackspec.conformance.client.proxies.stomp import Answered, Gate
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.markers import requirement

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
+from ackspec.adapters.cut import ClientFeature, ClientUnderTest, CutError
 from ackspec.conformance.client.conftest import TIMEOUT, Env
-from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError
 from ackspec.conformance.client.proxies.stomp import Gate
 from ackspec.conformance.markers import requirement
 from ackspec.reference.faults import ConfirmPolicy, FaultRule

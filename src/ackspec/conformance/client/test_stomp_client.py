@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
+from ackspec.adapters.cut import ClientFeature, ClientUnderTest, NotApplicable
 from ackspec.conformance.client.conftest import TIMEOUT, Env
-from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, NotApplicable
 from ackspec.conformance.client.proxies.stomp import ConfirmationProxy
 from ackspec.conformance.markers import requirement
 from ackspec.reference.faults import FaultRule

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ackspec.conformance.client.cut import ClientFeature, ClientUnderTest, CutError, NotApplicable, Received
+from ackspec.adapters.cut import ClientFeature, ClientUnderTest, CutError, NotApplicable, Received
 
 HELLO_TIMEOUT = 30.0
 CALL_TIMEOUT = 60.0

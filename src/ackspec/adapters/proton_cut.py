@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from ackspec.conformance.client.cut import (
+from ackspec.adapters.cut import (
     ClientFeature,
     ClientUnderTest,
     CutError,

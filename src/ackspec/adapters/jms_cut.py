@@ -13,8 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
-from ackspec.conformance.client.drivers.shim import ShimCUT
-from ackspec.conformance.client.registry import UnknownClient
+from ackspec.adapters.clients import UnknownClient
+from ackspec.adapters.shim.client import ShimCUT
 
 JAR_ENV = "ACKSPEC_JMS_SHIM_JAR"
 BUILD_HINT = "bash adapters/java/build.sh"
@@ -32,7 +32,7 @@ def shim_jar() -> Path:
     if configured:
         path = Path(configured)
     else:
-        path = Path(__file__).resolve().parents[5] / "adapters" / "java" / "target" / "ackspec-jms-shim.jar"
+        path = Path(__file__).resolve().parents[3] / "adapters" / "java" / "target" / "ackspec-jms-shim.jar"
     if not path.is_file():
         raise ShimNotBuilt(f"the Java JMS shim is not built ({path} missing): run {BUILD_HINT}, or set {JAR_ENV}")
     if shutil.which("java") is None:

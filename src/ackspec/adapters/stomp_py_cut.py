@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import stomp
 
-from ackspec.conformance.client.cut import (
+from ackspec.adapters.cut import (
     ClientFeature,
     ClientUnderTest,
     CutError,

@@ -1,6 +1,6 @@
 """Which clients can be put under test: built-ins plus the ``ackspec.clients`` entry points.
 
-A third-party client library plugs in by shipping a :class:`~.cut.ClientUnderTest`
+A third-party client library plugs in by shipping a :class:`~ackspec.adapters.cut.ClientUnderTest`
 subclass and declaring it in its own ``pyproject.toml``::
 
     [project.entry-points."ackspec.clients"]
@@ -19,18 +19,18 @@ import shlex
 from collections.abc import Callable
 from importlib.metadata import entry_points
 
-from ackspec.conformance.client.cut import ClientUnderTest
+from ackspec.adapters.cut import ClientUnderTest
 
 ENTRY_POINT_GROUP = "ackspec.clients"
 
 BUILTIN: dict[str, str] = {
     "reference": "ackspec.adapters.refclient:RefClientCUT",
     "reference-amqp": "ackspec.adapters.refclient:RefClientAmqpCUT",
-    "stomp.py": "ackspec.conformance.client.drivers.stomp_py:StompPyCUT",
-    "proton": "ackspec.conformance.client.drivers.proton:ProtonCUT",
-    "qpid-jms": "ackspec.conformance.client.drivers.jms:QpidJmsCUT",  # the Java shim (adapters/java)
-    "artemis-jms": "ackspec.conformance.client.drivers.jms:ArtemisJmsCUT",
-    "activemq-jms": "ackspec.conformance.client.drivers.jms:ActiveMQJmsCUT",
+    "stomp.py": "ackspec.adapters.stomp_py_cut:StompPyCUT",
+    "proton": "ackspec.adapters.proton_cut:ProtonCUT",
+    "qpid-jms": "ackspec.adapters.jms_cut:QpidJmsCUT",  # the Java shim (adapters/java)
+    "artemis-jms": "ackspec.adapters.jms_cut:ArtemisJmsCUT",
+    "activemq-jms": "ackspec.adapters.jms_cut:ActiveMQJmsCUT",
 }
 
 
@@ -53,7 +53,7 @@ def available() -> list[str]:
 def factory(name: str) -> Callable[[], ClientUnderTest]:
     """A zero-argument constructor for the client called ``name``."""
     if name.startswith("shim:"):
-        from ackspec.conformance.client.drivers.shim import ShimCUT  # noqa: PLC0415
+        from ackspec.adapters.shim.client import ShimCUT  # noqa: PLC0415
 
         argv = shlex.split(name[len("shim:"):])
         return lambda: ShimCUT(argv)
