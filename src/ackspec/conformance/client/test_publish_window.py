@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ackspec.adapters.cut import ClientFeature, ClientUnderTest, CutError
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.proxies.stomp import Gate
+from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.markers import requirement
+from ackspec.conformance.strategies import drawn
 from ackspec.reference.faults import ConfirmPolicy, FaultRule
 
 MakeCut = Callable[..., ClientUnderTest]
@@ -120,3 +127,103 @@ def test_window_size_outside_1_255_refused(make_cut: MakeCut, size: int) -> None
     make_cut().require(ClientFeature.PUBLISH_WINDOW)
     with pytest.raises(CutError):
         make_cut(publish_window_size=size)
+
+
+MAX_WINDOW = 6
+"""Cap on the window drawn from SOLACE-WINDOW-BOUND (1..255): a run fills it a few times per example, and
+the rules are the same at 6 as at 255 (off-by-one bugs sit at the edges of small windows)."""
+
+WINDOW_STEPS = st.one_of(st.just(("send", 0)), st.just(("send", 0)), st.tuples(st.just("ack"), st.integers(0, 255)),
+                         st.tuples(st.just("reject"), st.integers(0, 255)))
+"""One step: a send, a broker acknowledgement of the k-th oldest unacknowledged send (cumulative: it covers
+every earlier one), or a rejection of the k-th oldest (k taken modulo what is outstanding)."""
+
+
+@dataclass
+class _Window:
+    """The client under test's publish window as the rules say it must behave (per-message events)."""
+
+    size: int
+    outstanding: list[str] = field(default_factory=list)  # unacknowledged sends, oldest first
+    events: list[tuple[str, str]] = field(default_factory=list)  # (window-ack | window-reject, send)
+
+    def ack(self, k: int) -> None:
+        self.events += [("window-ack", send) for send in self.outstanding[:k + 1]]
+        del self.outstanding[:k + 1]
+
+    def reject(self, k: int) -> None:
+        self.events.append(("window-reject", self.outstanding.pop(k)))
+
+
+@requirement("SOLACE-WINDOW-BOUND", "SOLACE-WINDOW-ACK-CUMULATIVE", "SOLACE-WINDOW-ACK-REOPENS",
+             "SOLACE-WINDOW-REJECT-REOPENS-ONE")
+def test_window_over_any_sends_acks_and_rejections(make_cut: MakeCut, env: Env) -> None:
+    """Any window size (the catalogue's domain, capped) and any sequence of sends, cumulative broker
+    acknowledgements and rejections: never more sends out than the window, a send into a full window
+    waits until an acknowledgement reopens it by the sends it covers or a rejection by one, and every
+    outcome is reported once per message, in order."""
+    examples = itertools.count()
+
+    @hypothesis_settings()
+    @hypothesis_seed()
+    @given(size=drawn("SOLACE-WINDOW-BOUND", "window_size", cap=MAX_WINDOW),
+           steps=st.lists(WINDOW_STEPS, min_size=1, max_size=16))
+    def as_the_model(size: int, steps: list[tuple[str, int]]) -> None:
+        cut = windowed(make_cut, size)
+        env.require_protocol("stomp", CUMULATIVE)
+        q = env.queue(f"x{next(examples)}")
+        gate = env.proxy.hold("SEND", q)
+        p = cut.producer(cut.session())
+        try:
+            _run_window(cut, env, q, gate, p, _Window(size), steps)
+        finally:
+            gate.close()
+            cut.close()
+
+    as_the_model()
+
+
+def _run_window(cut: ClientUnderTest, env: Env, q: str, gate: Gate, p: str, model: _Window,
+                steps: list[tuple[str, int]]) -> None:
+    receipts: dict[str, str] = {}  # outstanding send -> its held confirmation
+    covered: set[str] = set()  # held confirmations of sends an acknowledgement of a later one covered
+    sent = 0
+    blocked = None
+    for kind, drawn_k in steps:
+        if kind == "send" and blocked is None:
+            call = env.background(functools.partial(cut.sync_send, p, q, b"w%d" % sent))
+            if len(model.outstanding) == model.size:
+                assert env.proxy.seen("SEND", q) == sent and not call.done, (
+                    f"a send went out with {model.size} of {model.size} in flight (steps {steps})")
+                blocked = call
+                continue
+            assert call.returned_within(TIMEOUT), f"a send waited with room in the window (steps {steps})"
+            sent = _sent(env, q, gate, model, (receipts, covered), call.wait(), sent)
+        elif kind in ("ack", "reject") and model.outstanding:
+            k = drawn_k % len(model.outstanding)
+            if kind == "ack":  # covers the earlier ones too: their confirmations stay held, never to be answered
+                covered.update(receipts.pop(earlier) for earlier in model.outstanding[:k])
+            receipt = receipts.pop(model.outstanding[k])
+            (gate.release if kind == "ack" else gate.reject)(receipt)
+            (model.ack if kind == "ack" else model.reject)(k)
+            if blocked is not None:  # the window has room again: the waiting send goes out
+                assert blocked.returned_within(TIMEOUT), f"a {kind} did not reopen the window (steps {steps})"
+                sent, blocked = _sent(env, q, gate, model, (receipts, covered), blocked.wait(), sent), None
+            events = cut.events.wait_count(("window-ack", "window-reject"), len(model.events), TIMEOUT)
+            got = [(e.kind, e.get("last") or e.get("send")) for e in events]
+            assert got == model.events, f"window outcomes reported {got}, expected {model.events} (steps {steps})"
+
+
+def _sent(env: Env, q: str, gate: Gate, model: _Window, held_for: tuple[dict[str, str], set[str]], send: str,
+          sent: int) -> int:
+    """Note one send that went out: the broker has it, and its confirmation is the one the gate holds that
+    no earlier send has (those a cumulative acknowledgement covered stay held, unanswered)."""
+    assert env.proxy.wait_seen(sent + 1, "SEND", q) == sent + 1, "a send that returned never reached the broker"
+    receipts, covered = held_for
+    known = set(receipts.values()) | covered
+    held = gate.wait_held(len(known) + 1, TIMEOUT)
+    new = [h.receipt_id for h in held if h.receipt_id not in known]
+    assert len(new) == 1, f"the broker answered {len(new)} new SENDs for one send"
+    receipts[send] = new[0]
+    model.outstanding.append(send)
+    return sent + 1
