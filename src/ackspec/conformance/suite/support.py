@@ -49,10 +49,11 @@ def received(harness: Harness, count: int, requirement_id: str, *, ack: AckMode,
     return c, q, sub, harness.expect_n(c, sub, count, requirement_id)
 
 
-def left_after_disconnect(harness: Harness, c: Client, q: str) -> list[int]:
-    """Disconnect ``c``, then the seqs a fresh consumer drains from ``q``: what ``c`` left unacknowledged."""
+def left_after_disconnect(harness: Harness, c: Client, q: str, returning: int = 0) -> list[int]:
+    """Disconnect ``c``, then the seqs a fresh consumer drains from ``q``: what ``c`` left unacknowledged
+    (``returning``: how many should come back, for the grace :meth:`Harness.drain` gives a slow return)."""
     c.disconnect()
-    return seqs(harness.drain(q))
+    return seqs(harness.drain(q, returning=returning))
 
 
 def reply_to(raw: RawStomp, data: bytes) -> RawFrame | None:

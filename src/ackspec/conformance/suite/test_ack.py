@@ -110,7 +110,7 @@ def test_client_messages_carry_ack_header(harness: Harness) -> None:
     c1, q, _sub, got = received(harness, 2, "STOMP-MESSAGE-ACK-HEADER", ack=AckMode.CLIENT_INDIVIDUAL)
     check(all(d.ack_id for d in got), "STOMP-MESSAGE-ACK-HEADER", "a client-individual MESSAGE has no ack header")
     c1.ack(got[1])
-    back = left_after_disconnect(harness, c1, q)
+    back = left_after_disconnect(harness, c1, q, returning=1)
     check(back == [0], "STOMP-ACK-ID-MATCHES-MESSAGE", f"ACK by the ack header of seq 1 left {back} (expected [0])")
 
 

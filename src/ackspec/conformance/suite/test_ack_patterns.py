@@ -74,7 +74,7 @@ class _Subscription:
         self.model.closed(self.sub)
         self.model.rules[RETURNED_LOST] = self._rule_of_a_loss(other)
         self.model.subscribed("drain", AckMode.AUTO)
-        for d in harness.drain(self.queue):
+        for d in harness.drain(self.queue, returning=len(self.model.owed())):
             self.model.delivered("drain", d.seq, d.body, d.redelivered, d.delivery_count)
         self.model.final()
 
@@ -145,7 +145,7 @@ def _transaction_of_acks(harness: Harness, sent: int, acked: frozenset[int], com
     s.model.rules[RETURNED_LOST] = at_commit if commit else at_abort
     s.model.rules[DUPLICATE_AFTER_ACK] = at_commit
     s.model.subscribed("drain", AckMode.AUTO)
-    for d in harness.drain(s.queue):
+    for d in harness.drain(s.queue, returning=len(s.model.owed())):
         s.model.delivered("drain", d.seq, d.body, d.redelivered, d.delivery_count)
     s.model.final()
 
