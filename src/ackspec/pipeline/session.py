@@ -24,6 +24,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ackspec.pipeline import class_cache
+
 DEFAULT_MASTER = "local[*]"
 
 JAVA17_OPTIONS = " ".join(
@@ -132,7 +134,8 @@ def get_session(master: str | None = None, *, app_name: str = "ackspec-pipeline"
     """The process's SparkSession; reuses the active one unless another ``master`` is asked for.
 
     ``small``: the caller knows its input is small (one suite run); a local master then starts
-    and runs with :data:`SMALL_SETTINGS`. Ignored when a session is already running."""
+    and runs with :data:`SMALL_SETTINGS`, its JVM mapping the classes of an earlier one
+    (:mod:`ackspec.pipeline.class_cache`). Ignored when a session is already running."""
     from pyspark.sql import SparkSession  # noqa: PLC0415 - Spark is imported only where it is used
 
     active = SparkSession.getActiveSession()
@@ -147,7 +150,10 @@ def get_session(master: str | None = None, *, app_name: str = "ackspec-pipeline"
     builder = SparkSession.builder.appName(app_name)
     if master or not submitted:
         builder = builder.master(chosen)
-    for key, value in {**session_settings(chosen, small=small), **(extra or {})}.items():
+    settings = session_settings(chosen, small=small)
+    if small and is_local(chosen) and not submitted:  # spark-submit has started its JVM already
+        settings["spark.driver.extraJavaOptions"] += f" {class_cache.java_options()}"
+    for key, value in {**settings, **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
