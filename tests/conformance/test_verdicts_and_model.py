@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ackspec.adapters.base import AckMode, Indeterminate, NotSupported
+from ackspec.adapters.base import AckMode, AdapterError, Indeterminate, NotSupported, TargetUnreachable
 from ackspec.conformance.model import QueueModel
 from ackspec.conformance.verdicts import Checks, RequirementViolation, RequirementViolations, classify, decide
 from ackspec.results import Verdict
@@ -80,6 +80,12 @@ def test_not_applicable_indeterminate_error() -> None:
     assert verdicts(["A"], Indeterminate("timeout")) == {"A": Verdict.INDETERMINATE}
     assert verdicts(["A"], KeyError("bug")) == {"A": Verdict.ERROR}
     assert verdicts(["A"], AssertionError("x")) == {"A": Verdict.FAIL}
+
+
+def test_an_unreachable_target_is_an_error_not_a_failure() -> None:
+    """A broker that is down says nothing about the requirement: error, unlike a refused operation."""
+    assert verdicts(["A"], TargetUnreachable("cannot connect")) == {"A": Verdict.ERROR}
+    assert verdicts(["A"], AdapterError("ERROR frame")) == {"A": Verdict.FAIL}
 
 
 def test_model_accepts_a_correct_run_and_catches_loss_order_and_duplicates() -> None:

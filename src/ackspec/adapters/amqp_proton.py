@@ -102,6 +102,7 @@ from ackspec.adapters.base import (
     NackOutcome,
     NotSupported,
     SendResult,
+    TargetUnreachable,
 )
 from ackspec.adapters.embedded import EmbeddedBrokerControls
 from ackspec.adapters.settings import STOMP_STANDARD_CAPABILITIES, TargetSettings
@@ -244,7 +245,7 @@ class Wire:
         try:
             self.sock = connect(opts.host, opts.port, 5.0, blocking=False)
         except OSError as exc:
-            raise AdapterError(f"nothing listening at amqp://{opts.host}:{opts.port}: {exc}") from exc
+            raise TargetUnreachable(f"nothing listening at amqp://{opts.host}:{opts.port}: {exc}") from exc
         self.conn, self.transport, self.collector = client_engine(container, opts.host, opts.user, opts.password,
                                                                   tls=opts.tls, tls_ca=opts.tls_ca)
         self.engine = EnginePump(self.transport, self.collector, on_event)

@@ -116,6 +116,11 @@ class AdapterError(Exception):
     """The target reported an error for an operation (STOMP ERROR, AMQP error condition)."""
 
 
+class TargetUnreachable(AdapterError):
+    """Nothing answered the connection attempt (refused, nothing listening, no route): the target is down,
+    which says nothing about the requirement a test was checking; reported as an error, not a failure."""
+
+
 class NotSupported(AdapterError):
     """The driver or target lacks a capability the test needs; reported as not-applicable."""
 

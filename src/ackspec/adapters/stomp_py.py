@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import stomp
-from stomp.exception import StompException
+from stomp.exception import ConnectFailedException, StompException
 from stomp.protocol import Protocol12
 
 from ackspec.adapters.base import (
@@ -41,6 +41,7 @@ from ackspec.adapters.base import (
     NackOutcome,
     NotSupported,
     SendResult,
+    TargetUnreachable,
 )
 from ackspec.adapters.settings import TargetSettings
 from ackspec.adapters.stomp_ws import ws_connection
@@ -194,6 +195,8 @@ class StompPyClient(Client):
         try:
             self.conn.connect(self.settings.login, self.settings.passcode, wait=False,
                               headers=dict(connect_headers or {}))
+        except ConnectFailedException as exc:  # stomp.py's "no socket would connect", after its retries
+            raise TargetUnreachable(f"cannot connect to {adapter.url}: {type(exc).__name__} {exc}".strip()) from exc
         except StompException as exc:
             raise AdapterError(f"cannot connect to {adapter.url}: {type(exc).__name__} {exc}".strip()) from exc
         with self.frames.cond:

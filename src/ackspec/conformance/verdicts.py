@@ -10,6 +10,7 @@ passed                          pass; *stale* if the profile lists it as a devia
                                 the profile lists it); the others are indeterminate
                                 (not decided: the test stopped before checking them)
 AssertionError, AdapterError    fail, or deviation where the profile lists it
+:class:`TargetUnreachable`      error: nothing answered a connection attempt
 :class:`NotSupported`           not-applicable, naming the capability
 :class:`Indeterminate`          indeterminate (a connection died before its receipt)
 anything else                   error: the suite itself broke or the target is down
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ackspec.adapters.base import AdapterError, Indeterminate, NotSupported
+from ackspec.adapters.base import AdapterError, Indeterminate, NotSupported, TargetUnreachable
 from ackspec.results import Verdict
 
 
@@ -122,7 +123,7 @@ def classify(exc: BaseException | None) -> Outcome:
         return Outcome(OutcomeKind.NOT_APPLICABLE, text, capability=exc.capability)
     if isinstance(exc, Indeterminate):
         return Outcome(OutcomeKind.INDETERMINATE, text)
-    if isinstance(exc, TargetUnavailable):
+    if isinstance(exc, TargetUnavailable | TargetUnreachable):
         return Outcome(OutcomeKind.ERROR, text)
     if isinstance(exc, AssertionError | AdapterError):
         return Outcome(OutcomeKind.FAILED, text)
