@@ -174,6 +174,11 @@ class ShimCUT(ClientUnderTest):
     def crash(self) -> None:
         self.call("crash")
 
+    @property
+    def running(self) -> bool:
+        """The shim process is still there (a closed client's is not): gates skip closed clients."""
+        return self._proc.poll() is None
+
     def close(self) -> None:
         try:
             if self._proc.poll() is None:

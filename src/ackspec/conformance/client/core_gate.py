@@ -109,18 +109,21 @@ class ClientGateProxy:
     def __init__(self, clients: list[Any]) -> None:
         self.clients = clients
 
+    def _gated(self) -> list[Any]:
+        """The test's clients that hold answers themselves and are still running (a closed one answers nothing)."""
+        return [c for c in self.clients if c.has_gate and getattr(c, "running", True)]
+
     def hold(self, command: str = "SEND", destination: str | None = None) -> ClientGate:
-        return ClientGate([c for c in self.clients if c.has_gate], command, destination)
+        return ClientGate(self._gated(), command, destination)
 
     def seen(self, command: str = "SEND", destination: str | None = None) -> int:
-        return sum(int(c.call("gate_seen", command=command, destination=destination))
-                   for c in self.clients if c.has_gate)
+        return sum(int(c.call("gate_seen", command=command, destination=destination)) for c in self._gated())
 
     def settle(self, timeout: float = 5.0) -> bool:
         return True  # the client's outgoing interceptor notes a request on the writing thread, before it returns
 
     def _only_client(self) -> Any:
-        gated = [c for c in self.clients if c.has_gate]
+        gated = self._gated()
         if len(gated) != 1:
             raise NotApplicable("the core gate keeps no frame order across clients")
         return gated[0]
@@ -136,6 +139,5 @@ class ClientGateProxy:
         return None if at is None else int(at)
 
     def clear(self) -> None:
-        for c in self.clients:
-            if c.has_gate:
-                c.call("gate_clear")
+        for c in self._gated():
+            c.call("gate_clear")

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
+import time
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from ackspec.adapters.cut import ClientFeature, ClientUnderTest
+from ackspec.adapters.cut import ClientFeature, ClientUnderTest, CutError
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.proxies.stomp import Gate
+from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.markers import requirement
+from ackspec.conformance.strategies import drawn
 from ackspec.conformance.verdicts import Checks
 
 MakeCut = Callable[..., ClientUnderTest]
@@ -149,3 +156,89 @@ def test_confirmation_window_bounds_unconfirmed_bytes(make_cut: MakeCut, env: En
     assert env.proxy.seen("SEND", q) == 2 and not third.done, "more unconfirmed bytes than the window allows"
     gate.release()
     third.wait()
+
+
+MAX_CONFIRMATION_WINDOW = 4096
+"""Cap on the window drawn from ARTEMIS-CONFIRMATION-WINDOW (-1 or 1.. bytes): with bodies up to 1 KiB and a
+few sends per example, larger windows would never fill."""
+
+
+@requirement("ARTEMIS-CONFIRMATION-WINDOW")
+def test_confirmation_window_over_its_domain(make_cut: MakeCut, env: Env) -> None:
+    """Any confirmationWindowSize of the catalogue's domain, any body size and number of sends, the
+    confirmations held: with -1 there are no send acknowledgements (the handler refused, or never called);
+    with a positive window no second send goes out while the unconfirmed bytes would pass the window, and
+    once the confirmations come every send is acknowledged."""
+    examples = itertools.count()
+
+    @hypothesis_settings()
+    @hypothesis_seed()
+    @given(window=drawn("ARTEMIS-CONFIRMATION-WINDOW", "confirmationWindowSize", cap=MAX_CONFIRMATION_WINDOW),
+           size=st.integers(1, 1024), count=st.integers(1, 6))
+    def bounded(window: int, size: int, count: int) -> None:
+        cut = make_cut(confirmation_window_size=window, block_on_durable_send=False)
+        cut.require(ClientFeature.CONFIRMATION_WINDOW)
+        q = env.queue(f"x{next(examples)}")
+        try:
+            if window > 0:
+                _windowed_sends(cut, env, q, window, b"x" * size, count)
+            else:
+                _unwindowed_sends(cut, q, b"x" * size, count)
+        finally:
+            cut.close()
+
+    bounded()
+
+
+def _unwindowed_sends(cut: ClientUnderTest, q: str, body: bytes, count: int) -> None:
+    """Without a confirmation window a send-acknowledgement handler is refused (when set, or at the first
+    use of the session it applies to: the Artemis client checks it there), or never called (checked after
+    a blocking round trip, so every answer to the sends before it has been read)."""
+    try:
+        cut.set_send_ack_handler()
+        p = cut.producer(cut.session())
+        cut.sync_send(p, q, body)
+    except CutError:  # refused: the reference client raises JMSError, the Artemis client IllegalStateException
+        return
+    for _ in range(count - 1):
+        cut.sync_send(p, q, body)
+    cut.sync_send(p, q, body, persistent=True)  # blocks for its answer: the earlier answers came before it
+    assert cut.events.of("send-ack") == [], "send acknowledgements with confirmationWindowSize -1"
+
+
+def _seen(env: Env, count: int, q: str) -> int:
+    """SENDs to ``q`` the broker side has seen, once at least ``count`` (bounded): a proxy counts them as it
+    forwards them; the core gate counts them in the client's writing thread, so at once."""
+    wait_seen = getattr(env.proxy, "wait_seen", None)
+    return int(wait_seen(count, "SEND", q)) if wait_seen is not None else env.proxy.seen("SEND", q)
+
+
+def _windowed_sends(cut: ClientUnderTest, env: Env, q: str, window: int, body: bytes, count: int) -> None:
+    cut.set_send_ack_handler()
+    gate = env.proxy.hold("SEND", q)
+    p = cut.producer(cut.session())
+    answered = 0
+    try:
+        for n in range(count):
+            blocked_before = len(cut.events.of("send-blocked"))
+            call = env.background(functools.partial(cut.sync_send, p, q, body))
+            deadline = time.monotonic() + TIMEOUT
+            while not call.done and len(cut.events.of("send-blocked")) == blocked_before:
+                assert time.monotonic() < deadline, "a send neither returned nor waited for the window"
+                cut.events.wait_count("send-blocked", blocked_before + 1, 0.05)
+            out = _seen(env, n + 1 if call.done else n, q)  # what went out so far
+            unconfirmed = out - answered
+            assert unconfirmed < 2 or unconfirmed * len(body) <= window, (
+                f"{unconfirmed} sends of {len(body)} bytes unconfirmed with confirmationWindowSize {window} "
+                f"(send {n} {'returned' if call.done else 'waits'})")
+            if not call.done:  # waiting for room: the held confirmations make it, once all have come
+                gate.wait_held(n - answered, TIMEOUT)
+                answered += len(gate.release_all())
+                assert call.returned_within(TIMEOUT), (
+                    f"send {n} still waited once every confirmation came ({out} out, {answered} answered, window "
+                    f"{window}, {len(body)} bytes each, {len(gate.pending())} held)")
+        gate.close()
+        acks = cut.events.wait_count("send-ack", count, TIMEOUT)
+        assert len(acks) == count, f"{len(acks)} send acknowledgements for {count} sends"
+    finally:
+        gate.close()
