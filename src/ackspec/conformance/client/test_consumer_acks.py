@@ -548,3 +548,77 @@ def test_poison_ack_dead_letters_the_message(make_cut: MakeCut, env: Env) -> Non
     assert body in env.contents(env.dead_letter_queue), "the poisoned message is not on the dead-letter queue"
     assert env.contents(q) == [], "the poisoned message is still on its queue"
     assert len(cut.events.of("message")) == 1, "the poisoned message was delivered to its consumer again"
+
+
+@requirement("AMQ-ACKMODE-INDIVIDUAL", "AMQ-ACKTYPE-INDIVIDUAL")
+def test_individual_acknowledge_over_any_receives_and_acks(make_cut: MakeCut, env: Env) -> None:
+    """An INDIVIDUAL_ACKNOWLEDGE session (the catalogue's mode) on any number of messages, any of the
+    received ones acknowledged in any order: each acknowledge() sends one INDIVIDUAL ack for exactly that
+    message, and once the session closes exactly the unacknowledged ones are back on the queue."""
+    cut = make_cut()
+    cut.require(ClientFeature.ACK_MODES, ClientFeature.ACK_TYPES)
+    feeder = make_cut()
+    fp = feeder.producer(feeder.session())
+    examples = itertools.count()
+
+    @hypothesis_settings()
+    @hypothesis_seed()
+    @given(ack_mode=drawn("AMQ-ACKMODE-INDIVIDUAL", "ack_mode"), data=st.data(),
+           count=st.integers(1, MAX_FILL * 2))
+    def exactly_one(ack_mode: int, data: st.DataObject, count: int) -> None:
+        q = env.queue(f"i{next(examples)}")
+        for i in range(count):
+            feeder.sync_send(fp, q, b"%d" % i, persistent=True)
+        s = cut.session(ack_mode=ack_mode)
+        c = cut.consumer(s, q)
+        before = len(cut.events.of("ack"))
+        received = [cut.receive(c, TIMEOUT) for _ in range(count)]
+        assert all(m is not None for m in received), "fewer messages than were put on the queue"
+        chosen = data.draw(st.permutations(range(count)).flatmap(
+            lambda order: st.integers(0, count).map(lambda k: order[:k])), label="acknowledged, in order")
+        for i in chosen:
+            message = received[i]
+            assert message is not None
+            cut.acknowledge(message.handle)
+        cut.close_session(s)
+        sent_acks = [(e["ack_type"], len(e["messages"])) for e in cut.events.of("ack")[before:]
+                     if e["ack_type"] == INDIVIDUAL_ACK]
+        assert sent_acks == [(INDIVIDUAL_ACK, 1)] * len(chosen), f"acks for {chosen}: {sent_acks}"
+        left = sorted(b"%d" % i for i in range(count) if i not in chosen)
+        assert sorted(env.contents(q)) == left, f"acknowledged {chosen} of {count}: the wrong ones are left"
+
+    exactly_one()
+
+
+@requirement("AMQ-TX-ROLLBACK-INCREMENTS-COUNTER")
+def test_every_rollback_increments_the_counter(make_cut: MakeCut, env: Env) -> None:
+    """Any number of rollbacks (one to four) of a transacted session holding any number of messages: after
+    each, every message comes back with a delivery count one higher than before."""
+    cut = make_cut()
+    cut.require(ClientFeature.ACK_MODES, ClientFeature.TRANSACTIONS)
+    feeder = make_cut()
+    fp = feeder.producer(feeder.session())
+    examples = itertools.count()
+
+    @hypothesis_settings(examples=5)  # ActiveMQ's client waits its redelivery delay after each rollback
+    @hypothesis_seed()
+    @given(count=st.integers(1, MAX_FILL), rollbacks=st.integers(1, 4))
+    def counted(count: int, rollbacks: int) -> None:
+        q = env.queue(f"r{next(examples)}")
+        for i in range(count):
+            feeder.sync_send(fp, q, b"%d" % i, persistent=True)
+        s = cut.session(transacted=True)
+        c = cut.consumer(s, q)
+        try:
+            for attempt in range(1, rollbacks + 2):
+                got = [cut.receive(c, TIMEOUT) for _ in range(count)]
+                counts = {m.body: m.delivery_count for m in got if m is not None}
+                assert counts == {b"%d" % i: attempt for i in range(count)}, (
+                    f"delivery counts after {attempt - 1} rollbacks: {counts}")
+                if attempt <= rollbacks:
+                    cut.rollback(s)
+            cut.commit(s)
+        finally:
+            cut.close_session(s)
+
+    counted()
