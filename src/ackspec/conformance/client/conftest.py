@@ -140,6 +140,9 @@ class Background:
         return self.result
 
 
+PLAIN_AMQP_NAMES = frozenset({"activemq", "activemq6"})
+"""Brokers that read an AMQP address as a queue's or topic's own name (STOMP's ``/queue/NAME`` is ``NAME``)."""
+
 DEAD_LETTER_QUEUES = {"activemq": "/queue/ActiveMQ.DLQ", "activemq6": "/queue/ActiveMQ.DLQ", "artemis": "/queue/DLQ"}
 
 
@@ -174,9 +177,33 @@ class RealBroker:
         self.info = broker_info(name)
         self.host = "127.0.0.1"
         self.port = self.info.stomp_port
-        self.stomp_url = self.info.stomp_url
         self.amqp_url = self.info.amqp_url
+        self.stomp_url = self.observer_url()
         self.faults = _NoFaults(name)
+
+    def declare(self, destination: str) -> None:
+        """Make sure a test's queue exists before the client uses it. RabbitMQ's AMQP 1.0 plugin routes a message
+        sent to ``/queue/NAME`` only to an existing queue (a sender's target declares nothing; the message is
+        confirmed and dropped), and declares it, not durable, for a receiver's source: a receiver attached and
+        detached here declares it as a consuming client would."""
+        if self.info.name != "rabbitmq" or not destination.startswith("/queue/") or self.amqp_url is None:
+            return
+        from proton.utils import BlockingConnection  # noqa: PLC0415 - only for RabbitMQ
+
+        connection = BlockingConnection(self.amqp_url, timeout=TIMEOUT)
+        try:
+            connection.create_receiver(destination, credit=0)  # attached: declared (closing the connection ends it)
+        finally:
+            connection.close()
+
+    def observer_url(self) -> str:
+        """Where the observer reads the broker: STOMP, except on RabbitMQ, whose STOMP adapter writes the
+        properties of a message published over AMQP 1.0 as MESSAGE headers that are not UTF-8 (a
+        frame the reference client refuses), and which wants its virtual host as CONNECT's ``host``:
+        there the observer reads over AMQP 1.0, as the client under test does."""
+        if self.info.name == "rabbitmq" and self.amqp_url is not None:
+            return self.amqp_url
+        return self.info.stomp_url
 
 
 class Env:
@@ -228,6 +255,13 @@ class Env:
         if self.protocol != protocol:
             raise NotApplicable(f"{why} (needs {protocol}, the client under test speaks {self.protocol})")
 
+    def naming_options(self, protocol: str) -> dict[str, Any]:
+        """The ``open`` option that makes the client's destinations the ones the STOMP observer names: ActiveMQ
+        Classic over AMQP takes ``/queue/NAME`` as a queue called ``/queue/NAME``, its STOMP as ``NAME``."""
+        if protocol == "amqp" and isinstance(self.broker, RealBroker) and self.broker.info.name in PLAIN_AMQP_NAMES:
+            return {"plain_destination_names": True}
+        return {}
+
     def url_for(self, protocol: str) -> str:
         if protocol not in ("stomp", "amqp"):  # core, openwire: only a real broker speaks them
             native = dict(self.broker.info.other_ports).get(protocol) if isinstance(self.broker, RealBroker) else None
@@ -243,7 +277,10 @@ class Env:
         return self.url
 
     def queue(self, name: str = "q") -> str:
-        return f"/queue/cc.{self.tag}.{name}"
+        queue = f"/queue/cc.{self.tag}.{name}"
+        if isinstance(self.broker, RealBroker):
+            self.broker.declare(queue)
+        return queue
 
     def topic(self, name: str = "t") -> str:
         return f"/topic/cc.{self.tag}.{name}"
@@ -387,7 +424,8 @@ def opened_clients(build: Callable[[], ClientUnderTest], env: Env, *,
         env.clients.append(cut)
         if on_build is not None:
             on_build(cut)
-        cut.open(env.url_for(getattr(cut, "protocol", "stomp")), options)
+        protocol = getattr(cut, "protocol", "stomp")
+        cut.open(env.url_for(protocol), {**env.naming_options(protocol), **options})
         return cut
 
     try:

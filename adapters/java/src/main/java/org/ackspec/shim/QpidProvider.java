@@ -1,6 +1,9 @@
 package org.ackspec.shim;
 
 import jakarta.jms.ConnectionFactory;
+import jakarta.jms.Destination;
+import jakarta.jms.JMSException;
+import jakarta.jms.Session;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.qpid.jms.JmsConnectionFactory;
@@ -10,8 +13,19 @@ import org.apache.qpid.jms.JmsConnectionFactory;
  * non-persistent one does not, unless {@code jms.forceSyncSend} / {@code jms.forceAsyncSend} say
  * otherwise: that is how the blockOn flags map. Qpid JMS acknowledges with settled dispositions the
  * broker never answers, so there is no blocking acknowledge to map block_on_acknowledge onto.
+ *
+ * <p>{@code jms.requestTimeout} bounds the library's own synchronous requests (attaching a link, the
+ * transaction coordinator, commit and rollback; not sends): a broker that never answers one (RabbitMQ
+ * 3.10 never attaches a transaction coordinator) gives Qpid's own {@code JmsOperationTimedOutException}
+ * instead of a shim that stops answering. Its default is to wait for ever.
  */
 final class QpidProvider implements Provider {
+    /** Qpid's bound on a synchronous request, far above any answer the tests hold (they release within seconds). */
+    static final int REQUEST_TIMEOUT_MS = 10_000;
+
+    /** The broker takes plain queue and topic names over AMQP (open option {@code plain_destination_names}). */
+    private boolean plainNames;
+
     @Override
     public String name() {
         return "qpid-jms " + libraryVersion();
@@ -36,6 +50,8 @@ final class QpidProvider implements Provider {
     @Override
     public ConnectionFactory factory(String host, int port, Options options) throws ShimError {
         List<String> params = new ArrayList<>();
+        params.add("jms.requestTimeout=" + REQUEST_TIMEOUT_MS);
+        plainNames = Boolean.TRUE.equals(options.flag("plain_destination_names"));
         Boolean durable = options.flag("block_on_durable_send");
         Boolean nonDurable = options.flag("block_on_non_durable_send");
         if (Boolean.FALSE.equals(durable) && Boolean.TRUE.equals(nonDurable)) {
@@ -66,5 +82,16 @@ final class QpidProvider implements Provider {
     @Override
     public int individualAcknowledge() {
         return 101;
+    }
+
+    /**
+     * The STOMP-style name as the address, which the reference broker, Artemis and RabbitMQ (its
+     * {@code /queue/NAME} and {@code /topic/NAME} addresses) read as STOMP does; ActiveMQ Classic reads an
+     * AMQP address as the queue's or topic's own name, so there the prefix goes.
+     */
+    @Override
+    public Destination destination(Session session, String name) throws JMSException {
+        String address = plainNames ? Provider.strip(name) : name;
+        return name.startsWith("/queue/") ? session.createQueue(address) : session.createTopic(address);
     }
 }
