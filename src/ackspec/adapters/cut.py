@@ -22,6 +22,7 @@ which tests wait on with a timeout (never sleep). Event kinds a driver emits:
 ``send-blocked``   a sender waits for room in a window
 ``ack``            an acknowledgement of ActiveMQ type ``ack_type`` (int) for ``messages``
 ``message``        a MessageListener got ``message`` (handle) with ``body``
+``dispatch``       the broker pushed a message to ``consumer`` (``message_id``), reported as it arrives
 ``listener-blocked`` a listener with the ``block`` action is waiting for ``release_listeners``
 ``listener-returned`` a listener's ``on_message`` returned: ``consumer``, ``message``
 =================  ====================================================================
@@ -59,6 +60,7 @@ class ClientFeature(StrEnum):
     PREFETCH = "prefetch"
     HEARTBEAT = "heartbeat"  # the open option heart_beat="cx,cy" (STOMP CONNECT heart-beat offer)
     DEAD_PEER = "dead-peer"  # promises to drop a peer silent beyond the heart-beat interval (a MAY rule made a check)
+    DISPATCH_EVENTS = "dispatch-events"  # each message the broker pushes: a ``dispatch`` event, among the acks
     CLOSE_CONSUMER = "close-consumer"  # MessageConsumer.close (ends a blocked receive, waits for a listener)
 
 

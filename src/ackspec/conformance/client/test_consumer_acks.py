@@ -622,3 +622,43 @@ def test_every_rollback_increments_the_counter(make_cut: MakeCut, env: Env) -> N
             cut.close_session(s)
 
     counted()
+
+
+def _held_history(cut: ClientUnderTest) -> list[tuple[int, int]]:
+    """For each message the broker pushed: (messages the consumer held then, messages the DELIVERED acks written
+    before it covered; ActiveMQ's each cover the range delivered since the last). An ack written before a
+    dispatch arrived may not have reached the broker when it sent it, so the pairs can only overstate the
+    extension the broker had granted, never understate it. The history ends at the first ack of another
+    type: the application acknowledged nothing, so that is the close."""
+    held, covered, history = 0, set[str](), []
+    for event in cut.events.of("ack", "dispatch"):
+        if event.kind == "dispatch":
+            held += 1
+            history.append((held, len(covered)))
+        elif event["ack_type"] == DELIVERED:
+            covered.update(event["messages"])
+        else:
+            break
+    return history
+
+
+@requirement("AMQ-PREFETCH-HELD-BOUND")
+def test_consumer_holds_at_most_prefetch_plus_its_delivered_extension(make_cut: MakeCut, env: Env) -> None:
+    prefetch = 10
+    cut, _q, _s, c = _consuming_filled_queue(make_cut, env, 3 * prefetch, ClientFeature.DISPATCH_EVENTS,
+                                             ack_mode=CLIENT, prefetch=prefetch)
+    received = 0
+    while received < 2 * prefetch and cut.receive(c, TIMEOUT) is not None:  # never acknowledged
+        received += 1
+    cut.close()  # every dispatch the client read is an event by now: the history is complete
+    history = _held_history(cut)
+    assert received >= prefetch, f"only {received} of 30 queued messages reached a consumer with prefetch {prefetch}"
+    assert len(history) >= received, "fewer dispatch events than messages received"
+    assert any(covered for _, covered in history), "no DELIVERED ack was written: the extension was not exercised"
+    over = [(held, covered) for held, covered in history if held > prefetch + covered]
+    assert not over, f"held more than prefetch {prefetch} + the DELIVERED acks' count: (held, covered) {over[:3]}"
+    cap = prefetch + prefetch // 2
+    beyond = [(held, covered) for held, covered in history if held > cap]
+    assert not beyond, (f"held {beyond[0][0]} unacknowledged messages with prefetch {prefetch} once DELIVERED acks "
+                        f"covered {beyond[0][1]}: the extension went beyond half the prefetch ({cap}); in all "
+                        f"{history[-1][0]} pushed, {received} received, none acknowledged")

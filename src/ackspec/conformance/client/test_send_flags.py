@@ -242,3 +242,26 @@ def _windowed_sends(cut: ClientUnderTest, env: Env, q: str, window: int, body: b
         assert len(acks) == count, f"{len(acks)} send acknowledgements for {count} sends"
     finally:
         gate.close()
+
+
+@requirement("ARTEMIS-RTT-BOUND")
+def test_blocking_sends_never_overlap_so_each_costs_a_round_trip(cut: ClientUnderTest, env: Env) -> None:
+    """The 1/RTT bound without a clock: a client that blocks on every send writes send k+1 only after send k's
+    confirmation came back, so n sends take at least n round trips. Each confirmation is held in turn and the
+    sends written meanwhile are counted. (The other half, windowed and asynchronous sends bounded by bandwidth
+    instead, is JMS-7.3.3-PIPELINING: several sends written while the first is unconfirmed. The rates themselves
+    are measured by benchmarks/rtt_bench.py.)"""
+    cut.require(ClientFeature.SYNC_SEND_CONFIRMED)
+    q = env.queue()
+    gate = env.proxy.hold("SEND", q)
+    p = cut.producer(cut.session())
+    count = 3
+    sending = env.background(lambda: [cut.sync_send(p, q, b"r%d" % i, persistent=True) for i in range(count)])
+    for k in range(1, count + 1):
+        assert gate.wait_held(1, TIMEOUT), f"no confirmation of send {k} to hold: did it ask for one?"
+        env.proxy.settle()
+        written = env.proxy.seen("SEND", q)
+        assert written == k, f"{written} sends written while send {k}'s confirmation was held: they overlapped"
+        gate.release()
+    sending.wait()
+    assert [m.body for m in env.drain(q, count)] == [b"r%d" % i for i in range(count)]

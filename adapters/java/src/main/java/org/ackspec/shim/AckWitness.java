@@ -20,49 +20,65 @@ import org.apache.activemq.transport.TransportFilter;
  * its type and range, and reports it as an {@code ack} event before forwarding it (a prefetch-0 MessagePull as
  * a {@code pull} event). It also notes the order
  * in which the broker dispatched message ids to each consumer, because an ack names only the first and last
- * id of its range and the test needs the ids it covers.
+ * id of its range and the test needs the ids it covers, and reports each {@link MessageDispatch} as a
+ * {@code dispatch} event as it arrives: the acks written and the messages the broker pushed, on one
+ * ordered stream, show how many messages the broker let the consumer hold (AMQ-PREFETCH-HELD-BOUND).
+ * The requests that wait for the broker go through its {@link OpenWireGate}, which can hold their answers.
  */
 final class AckWitness extends TransportFilter {
     private final Events events;
     private final AckNames names;
     private final Map<String, List<String>> dispatched = new ConcurrentHashMap<>();
 
-    AckWitness(Transport next, Events events, AckNames names) {
+    private final OpenWireGate gate;
+
+    AckWitness(Transport next, Events events, AckNames names, OpenWireGate gate) {
         super(next);
         this.events = events;
         this.names = names;
+        this.gate = gate;
     }
 
     @Override
     public void oneway(Object command) throws IOException {
         observe(command);
+        gate.written(command, false);
         super.oneway(command);
     }
 
+    /** A request answered through a callback (ActiveMQ's own AsyncCallback sends): noted, never held. */
     @Override
     public FutureResponse asyncRequest(Object command, ResponseCallback callback) throws IOException {
         observe(command);
+        gate.written(command, true);
         return super.asyncRequest(command, callback);
     }
 
     @Override
     public Object request(Object command) throws IOException {
         observe(command);
-        return super.request(command);
+        OpenWireGate.Request request = gate.written(command, true);
+        return gate.answered(request, super.request(command));
     }
 
     @Override
     public Object request(Object command, int timeout) throws IOException {
         observe(command);
-        return super.request(command, timeout);
+        OpenWireGate.Request request = gate.written(command, true);
+        return gate.answered(request, super.request(command, timeout));
     }
 
     @Override
     public void onCommand(Object command) {
         if (command instanceof MessageDispatch dispatch && dispatch.getMessage() != null) {
-            List<String> ids = dispatched.computeIfAbsent(dispatch.getConsumerId().toString(), k -> new ArrayList<>());
+            String consumerId = dispatch.getConsumerId().toString();
+            String messageId = dispatch.getMessage().getMessageId().toString();
+            List<String> ids = dispatched.computeIfAbsent(consumerId, k -> new ArrayList<>());
             synchronized (ids) {
-                ids.add(dispatch.getMessage().getMessageId().toString());
+                ids.add(messageId);
+            }
+            if (events != null) {  // before the client sees it: on one event stream with the acks it writes
+                events.emit("dispatch", "consumer", names.consumer(consumerId), "message_id", messageId);
             }
         }
         super.onCommand(command);

@@ -17,11 +17,13 @@ import org.apache.activemq.transport.Transport;
  * blockOnDurableSend=false is {@code jms.useAsyncSend}, blockOnNonDurableSend is
  * {@code jms.alwaysSyncSend}, blockOnAcknowledge is {@code jms.sendAcksAsync=false}. The acknowledgements
  * the client writes are seen by an {@link AckWitness} on its own transport chain (the factory's protected
- * createTransport is the library's extension point for that).
+ * createTransport is the library's extension point for that), which also holds the broker's answers to the
+ * requests that wait for one ({@link OpenWireGate}).
  */
 final class ActiveMQProvider implements Provider {
     private final AckNames names = new AckNames();
     private volatile Events events;
+    private volatile OpenWireGate gate = new OpenWireGate(null);
 
     @Override
     public String name() {
@@ -44,7 +46,7 @@ final class ActiveMQProvider implements Provider {
         // CompletionListener; send(destination, message, mode, priority, ttl, listener) throws
         // java.lang.UnsupportedOperationException "... is not supported" (seen 2026-11-26, apache/activemq#1714)
         return List.of("sync-send-confirmed", "transactions", "ack-modes", "ack-types", "listener", "recover",
-                "selector", "prefetch", "close-consumer");
+                "selector", "prefetch", "close-consumer", "dispatch-events", "send-flags");
     }
 
     @Override
@@ -82,6 +84,12 @@ final class ActiveMQProvider implements Provider {
     @Override
     public void events(Events sink) {
         this.events = sink;
+        this.gate = new OpenWireGate(sink);
+    }
+
+    @Override
+    public OpenWireGate gate() {
+        return gate;
     }
 
     @Override
@@ -107,7 +115,7 @@ final class ActiveMQProvider implements Provider {
 
         @Override
         protected Transport createTransport() throws JMSException {
-            return new AckWitness(super.createTransport(), events, names);
+            return new AckWitness(super.createTransport(), events, names, gate);
         }
     }
 

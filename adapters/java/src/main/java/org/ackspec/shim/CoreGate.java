@@ -34,7 +34,7 @@ import org.apache.activemq.artemis.core.protocol.core.impl.wireformat.SessionSen
  * ({@code PACKETS_CONFIRMED}: CompletionListener sends and SendAcknowledgementHandler sends with
  * {@code confirmationWindowSize > 0}) are held per send by {@link WindowGate} instead.
  */
-final class CoreGate {
+final class CoreGate implements AnswerGate {
     /** A blocking request the client wrote, and whether its answer is held now. */
     record Request(int index, String command, String destination, boolean windowed) {}
 
@@ -208,7 +208,8 @@ final class CoreGate {
         }
     }
 
-    Object open(Map<String, Object> args) throws ShimError {
+    @Override
+    public Object open(Map<String, Object> args) throws ShimError {
         Object destination = args.get("destination");
         int id = gateIds.incrementAndGet();
         gates.put(id, new Gate(String.valueOf(args.get("command")), destination == null ? null : destination.toString()));
@@ -216,7 +217,8 @@ final class CoreGate {
     }
 
     /** Releases one held answer (by id) or, without an id, every one; closing a gate stops it holding. */
-    Object release(Map<String, Object> args) {
+    @Override
+    public Object release(Map<String, Object> args) {
         Object id = args.get("id");
         if (Boolean.TRUE.equals(args.get("close"))) {
             gates.remove(((Number) args.get("gate")).intValue());
@@ -239,7 +241,8 @@ final class CoreGate {
     }
 
     /** The position of the first request of this kind (and destination) the client wrote, or null. */
-    Object firstSeen(Map<String, Object> args) {
+    @Override
+    public Object firstSeen(Map<String, Object> args) {
         String command = String.valueOf(args.get("command"));
         Object destination = args.get("destination");
         synchronized (log) {
@@ -250,12 +253,14 @@ final class CoreGate {
     }
 
     /** The position (on the requests' sequence) at which the test released this held answer, or null. */
-    Object releasedAt(Map<String, Object> args) {
+    @Override
+    public Object releasedAt(Map<String, Object> args) {
         return releasedAt.get(((Number) args.get("id")).intValue());
     }
 
     /** Replaces a kept answer by an exception response: the client sees the broker refuse that send. */
-    Object reject(Map<String, Object> args) throws ShimError {
+    @Override
+    public Object reject(Map<String, Object> args) throws ShimError {
         int index = ((Number) args.get("id")).intValue();
         if (!announced.contains(index) || held.containsKey(index)) {
             throw ShimError.notApplicable("the core gate can reject only an asynchronous answer it keeps (one "
@@ -284,7 +289,8 @@ final class CoreGate {
         }
     }
 
-    Object clear() {
+    @Override
+    public Object clear() {
         gates.clear();
         held.values().forEach(CountDownLatch::countDown);
         List.copyOf(announced).forEach(index -> {
@@ -299,7 +305,8 @@ final class CoreGate {
      * How many requests of this kind (and destination) the client wrote; with {@code windowed}, only the
      * CompletionListener sends written without a confirmation window, which no broker answer confirms.
      */
-    Object seen(Map<String, Object> args) {
+    @Override
+    public Object seen(Map<String, Object> args) {
         String command = String.valueOf(args.get("command"));
         Object destination = args.get("destination");
         boolean windowedOnly = Boolean.TRUE.equals(args.get("windowed"));

@@ -42,7 +42,8 @@ public final class Main {
         hello.put("library_version", provider.libraryVersion());
         hello.put("protocol", provider.protocol());
         hello.put("features", provider.features());
-        hello.put("gate", provider instanceof ArtemisProvider);  // holds broker answers inside the client (CoreGate)
+        // holds broker answers inside the client (CoreGate, OpenWireGate)
+        hello.put("gate", provider instanceof ArtemisProvider || provider instanceof ActiveMQProvider);
         wire.write(hello);
         serve(wire, new Dispatcher(driver));
         Runtime.getRuntime().halt(0);  // library threads (reconnect timers, event loops) must not keep us alive

@@ -44,8 +44,8 @@ interface Provider {
         return session.createTopic(name);
     }
 
-    /** The confirmation gate inside the client, where the library offers one (Artemis: interceptors). */
-    default CoreGate gate() throws ShimError {
+    /** The confirmation gate inside the client, where the library offers one (Artemis: interceptors; ActiveMQ: a transport filter). */
+    default AnswerGate gate() throws ShimError {
         throw ShimError.notApplicable(name() + " has no confirmation gate");
     }
 
