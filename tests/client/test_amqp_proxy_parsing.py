@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from proton import Described, Message, symbol, ulong
 
-from ackspec.conformance.client.proxies.amqp import _coordinator_command, _message_to
+from ackspec.conformance.client.proxies.amqp import _coordinator_command, _message_to, _stomp_name
 
 
 def encoded(body: object = None, address: str | None = None) -> bytes:
@@ -41,3 +41,15 @@ def test_anonymous_relay_destination_is_the_messages_to() -> None:
     assert _message_to(encoded(b"x", address="/queue/cc.a")) == "/queue/cc.a"
     assert _message_to(encoded(b"x")) is None
     assert _message_to(b"\x00not a message") is None
+
+
+@pytest.mark.parametrize(("address", "name"), [
+    ("queue:///queue/cc.a.q", "/queue/cc.a.q"),  # Qpid JMS on ActiveMQ Classic, which asks for queue://
+    ("queue://orders", "/queue/orders"),
+    ("topic://prices", "/topic/prices"),
+    ("/queue/cc.a.q", "/queue/cc.a.q"),
+    ("plain", "plain"),
+    (None, None),
+])
+def test_type_prefixed_addresses_are_matched_by_their_stomp_name(address: str | None, name: str | None) -> None:
+    assert _stomp_name(address) == name

@@ -140,8 +140,9 @@ class Background:
         return self.result
 
 
-PLAIN_AMQP_NAMES = frozenset({"activemq", "activemq6"})
-"""Brokers that read an AMQP address as a queue's or topic's own name (STOMP's ``/queue/NAME`` is ``NAME``)."""
+AMQP_OBSERVED = frozenset({"activemq", "activemq6"})
+"""Brokers whose STOMP shows a message a client sent over AMQP 1.0 in its AMQP encoding (sections and all), not
+its body: with a client speaking AMQP, the observer reads them over AMQP too."""
 
 DEAD_LETTER_QUEUES = {"activemq": "/queue/ActiveMQ.DLQ", "activemq6": "/queue/ActiveMQ.DLQ", "artemis": "/queue/DLQ"}
 
@@ -255,12 +256,14 @@ class Env:
         if self.protocol != protocol:
             raise NotApplicable(f"{why} (needs {protocol}, the client under test speaks {self.protocol})")
 
-    def naming_options(self, protocol: str) -> dict[str, Any]:
-        """The ``open`` option that makes the client's destinations the ones the STOMP observer names: ActiveMQ
-        Classic over AMQP takes ``/queue/NAME`` as a queue called ``/queue/NAME``, its STOMP as ``NAME``."""
-        if protocol == "amqp" and isinstance(self.broker, RealBroker) and self.broker.info.name in PLAIN_AMQP_NAMES:
-            return {"plain_destination_names": True}
-        return {}
+    def _observer_url(self) -> str:
+        """The observer reads the broker over STOMP; over AMQP 1.0 on RabbitMQ (see :meth:`RealBroker.observer_url`),
+        and on ActiveMQ Classic when the client under test speaks AMQP (:data:`AMQP_OBSERVED`)."""
+        if (isinstance(self.broker, RealBroker) and self.protocol == "amqp"
+                and self.broker.info.name in AMQP_OBSERVED and self.broker.amqp_url is not None):
+            info = self.broker.info
+            return f"amqp://{info.login}:{info.passcode}@127.0.0.1:{info.amqp_port}"
+        return self.broker.stomp_url
 
     def url_for(self, protocol: str) -> str:
         if protocol not in ("stomp", "amqp"):  # core, openwire: only a real broker speaks them
@@ -291,7 +294,7 @@ class Env:
     def drain(self, destination: str, count: int, timeout: float = TIMEOUT) -> list[Message]:
         """Receive up to ``count`` messages on an observer connection straight to the broker."""
         if self._observer is None:
-            conn = ConnectionFactory(self.broker.stomp_url).create_connection()
+            conn = ConnectionFactory(self._observer_url()).create_connection()
             conn.start()
             self._observer = conn
         session = self._observer.create_session(False, 1)
@@ -312,7 +315,7 @@ class Env:
         the observer connection (a confirmed send), then messages are read up to the marker."""
         marker = f"ackspec-marker-{uuid.uuid4().hex}".encode()
         if self._observer is None:
-            conn = ConnectionFactory(self.broker.stomp_url).create_connection()
+            conn = ConnectionFactory(self._observer_url()).create_connection()
             conn.start()
             self._observer = conn
         session = self._observer.create_session(False, 1)
@@ -424,8 +427,7 @@ def opened_clients(build: Callable[[], ClientUnderTest], env: Env, *,
         env.clients.append(cut)
         if on_build is not None:
             on_build(cut)
-        protocol = getattr(cut, "protocol", "stomp")
-        cut.open(env.url_for(protocol), {**env.naming_options(protocol), **options})
+        cut.open(env.url_for(getattr(cut, "protocol", "stomp")), options)
         return cut
 
     try:

@@ -82,10 +82,27 @@ def _coordinator_command(payload: bytes) -> str:
     return "SEND"
 
 
+TYPE_PREFIXES = (("queue://", "/queue/"), ("topic://", "/topic/"))
+"""Destination-type prefixes a broker asks JMS clients to put on addresses (ActiveMQ Classic's ``queue-prefix``
+and ``topic-prefix`` connection properties, which Qpid JMS honours)."""
+
+
+def _stomp_name(address: str | None) -> str | None:
+    """An address as the tests name destinations: ``queue://X`` is ``X`` when X is already STOMP-style
+    (``/queue/...``), else ``/queue/X``; every other address as it is."""
+    if address is None:
+        return None
+    for prefix, stomp in TYPE_PREFIXES:
+        if address.startswith(prefix):
+            rest = address[len(prefix):]
+            return rest if rest.startswith("/") else stomp + rest
+    return address
+
+
 def _message_to(payload: bytes) -> str | None:
     """The ``to`` of a message sent on an anonymous-relay link (Qpid JMS uses one where a broker offers it)."""
     msg = _decoded(payload)
-    return None if msg is None or not msg.address else str(msg.address)
+    return None if msg is None or not msg.address else _stomp_name(str(msg.address))
 
 
 def _performative(body: bytes) -> tuple[int | str | None, list[Any], bytes]:
@@ -177,7 +194,7 @@ class AmqpConfirmationProxy(ConfirmationProxy):
             coordinator = _descriptor(terminus) == COORDINATOR
             if isinstance(terminus, Described) and isinstance(terminus.value, list) and terminus.value:
                 first = terminus.value[0]
-                address = None if coordinator or first is None else str(first)
+                address = None if coordinator or first is None else _stomp_name(str(first))
             state.links[channel, int(_field(fields, 1))] = (receiver, address, coordinator)
             if receiver:
                 self._count(link, "SUBSCRIBE", address)

@@ -1,9 +1,6 @@
 package org.ackspec.shim;
 
 import jakarta.jms.ConnectionFactory;
-import jakarta.jms.Destination;
-import jakarta.jms.JMSException;
-import jakarta.jms.Session;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.qpid.jms.JmsConnectionFactory;
@@ -22,9 +19,6 @@ import org.apache.qpid.jms.JmsConnectionFactory;
 final class QpidProvider implements Provider {
     /** Qpid's bound on a synchronous request, far above any answer the tests hold (they release within seconds). */
     static final int REQUEST_TIMEOUT_MS = 10_000;
-
-    /** The broker takes plain queue and topic names over AMQP (open option {@code plain_destination_names}). */
-    private boolean plainNames;
 
     @Override
     public String name() {
@@ -51,7 +45,6 @@ final class QpidProvider implements Provider {
     public ConnectionFactory factory(String host, int port, Options options) throws ShimError {
         List<String> params = new ArrayList<>();
         params.add("jms.requestTimeout=" + REQUEST_TIMEOUT_MS);
-        plainNames = Boolean.TRUE.equals(options.flag("plain_destination_names"));
         Boolean durable = options.flag("block_on_durable_send");
         Boolean nonDurable = options.flag("block_on_non_durable_send");
         if (Boolean.FALSE.equals(durable) && Boolean.TRUE.equals(nonDurable)) {
@@ -82,16 +75,5 @@ final class QpidProvider implements Provider {
     @Override
     public int individualAcknowledge() {
         return 101;
-    }
-
-    /**
-     * The STOMP-style name as the address, which the reference broker, Artemis and RabbitMQ (its
-     * {@code /queue/NAME} and {@code /topic/NAME} addresses) read as STOMP does; ActiveMQ Classic reads an
-     * AMQP address as the queue's or topic's own name, so there the prefix goes.
-     */
-    @Override
-    public Destination destination(Session session, String name) throws JMSException {
-        String address = plainNames ? Provider.strip(name) : name;
-        return name.startsWith("/queue/") ? session.createQueue(address) : session.createTopic(address);
     }
 }
