@@ -43,10 +43,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ackspec.pipeline.checks_python import check_histories
-from ackspec.pipeline.layout import BENCH_SCHEMA
+from ackspec.history.checks import check_histories
 from ackspec.pipeline.schema import COLUMNS, arrow_schema, records_to_arrow, row_to_record
 from ackspec.pipeline.synthetic import generate_suite
+from ackspec.results.layout import BENCH_SCHEMA
 
 MILLION = 1_000_000
 CLUSTER = "local-cluster[2,1,3072]"

@@ -10,7 +10,7 @@ from ackspec.adapters.settings import TargetSettings
 from ackspec.conformance.harness import Harness
 from ackspec.conformance.verdicts import RequirementViolation
 from ackspec.history import INTENT_KEY, Op, Recorder, RecordType
-from ackspec.pipeline.checks_python import check_history
+from ackspec.history.checks import check_history
 
 
 class NoAdapter:

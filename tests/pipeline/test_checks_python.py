@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from ackspec.history.anomalies import REQUIREMENTS, AnomalyKind
+from ackspec.history.checks import check_histories, check_history, is_rule_record
 from ackspec.history.record import Op, Record, RecordType
-from ackspec.pipeline.anomalies import REQUIREMENTS, AnomalyKind
-from ackspec.pipeline.checks_python import check_histories, check_history, is_rule_record
 from ackspec.pipeline.synthetic import COMPATIBLE_MODES, SyntheticParams, generate, generate_suite, random_params
 from ackspec.spec import load_catalogue
 
@@ -204,7 +204,7 @@ def test_every_anomaly_kind_names_a_requirement_of_the_catalogue() -> None:
 
 
 def test_records_the_rules_do_not_read_change_nothing() -> None:
-    # the Spark job drops them before its shuffle (checks_python.RULE_RECORDS)
+    # the Spark job drops them before its shuffle (ackspec.history.checks.RULE_RECORDS)
     histories = list(generate_suite(40, seed=20261123, anomaly_rate=0.75))
     records = [r for h in histories for r in h.records]
     kept = [r for r in records if is_rule_record(r)]

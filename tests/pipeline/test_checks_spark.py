@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from ackspec.pipeline.anomalies import AnomalyKind
-from ackspec.pipeline.checks_python import check_histories
+from ackspec.history.anomalies import AnomalyKind
+from ackspec.history.checks import check_histories
 from ackspec.pipeline.checks_spark import check_histories_spark
-from ackspec.pipeline.layout import RunDir
 from ackspec.pipeline.schema import read_run, records_dataframe, write_parquet
 from ackspec.pipeline.synthetic import generate_suite
+from ackspec.results.layout import RunDir
 
 
 def test_spark_and_python_find_every_injected_anomaly_and_nothing_else(spark: Any) -> None:

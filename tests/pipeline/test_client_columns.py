@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 from ackspec.cli.matrix_cmd import render
-from ackspec.pipeline.layout import RunDir, resolve_run_dirs
 from ackspec.pipeline.report import build_report
 from ackspec.results import RunResults, TargetInfo, Verdict
 from ackspec.results import TestResult as ResultEntry
+from ackspec.results.layout import RunDir, resolve_run_dirs
 
 CLIENT_RULE = "JMS-7.3.8-CALLBACK-ORDER"
 BROKER_RULE = "STOMP-ACK-CLIENT-CUMULATIVE"

@@ -20,13 +20,13 @@ import pyarrow.parquet as pq
 import pyspark
 import pytest
 
+from ackspec.history.anomalies import Anomaly, AnomalyKind, SendCounts
+from ackspec.history.checks import check_histories
 from ackspec.pipeline import submit
-from ackspec.pipeline.anomalies import Anomaly, AnomalyKind, SendCounts
-from ackspec.pipeline.checks_python import check_histories
 from ackspec.pipeline.checks_spark import PROBLEMS, SENDS, check_histories_spark
-from ackspec.pipeline.layout import RunDir
 from ackspec.pipeline.schema import read_run, records_to_arrow
 from ackspec.pipeline.synthetic import generate_suite
+from ackspec.results.layout import RunDir
 
 CLUSTER = "local-cluster[2,1,1024]"
 SEED = 20261126

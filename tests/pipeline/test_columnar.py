@@ -8,9 +8,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ackspec.history.checks import check_histories, check_one
 from ackspec.history.record import Record
 from ackspec.pipeline import columnar
-from ackspec.pipeline.checks_python import check_histories, check_one
 from ackspec.pipeline.schema import records_to_arrow
 from ackspec.pipeline.synthetic import generate_suite
 

@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 
 from ackspec.conformance.target import KnownDeviation
+from ackspec.history.anomalies import REQUIREMENTS, AnomalyKind
+from ackspec.history.checks import check_histories
 from ackspec.history.record import INTENT_KEY, Intent, Op, Record, RecordType
 from ackspec.pipeline import report as report_module
-from ackspec.pipeline.anomalies import REQUIREMENTS, AnomalyKind
-from ackspec.pipeline.checks_python import check_histories
 from ackspec.pipeline.checks_spark import check_histories_spark
-from ackspec.pipeline.layout import RunDir
 from ackspec.pipeline.report import build_report
 from ackspec.pipeline.schema import records_dataframe
 from ackspec.pipeline.synthetic import generate_suite
 from ackspec.results import RunResults, TargetInfo, Verdict
 from ackspec.results import TestResult as ResultEntry
+from ackspec.results.layout import RunDir
 
 Q = "/queue/q"
 Q2 = "/queue/other"

@@ -13,13 +13,13 @@ import pytest
 
 from ackspec.cli import main
 from ackspec.errors import AckspecError
-from ackspec.pipeline.anomalies import REQUIREMENTS, AnomalyKind
-from ackspec.pipeline.layout import BENCH_SCHEMA, RunDir
+from ackspec.history.anomalies import REQUIREMENTS, AnomalyKind
 from ackspec.pipeline.report import build_report
 from ackspec.pipeline.schema import convert_run
 from ackspec.pipeline.synthetic import SyntheticParams, generate
 from ackspec.results import RunResults, TargetInfo, Verdict
 from ackspec.results import TestResult as ResultEntry
+from ackspec.results.layout import BENCH_SCHEMA, RunDir
 
 REQ_PASS = "JMS-3.4.7-REDELIVERED-SET"
 REQ_FLIP = "JMS-6.2.9.1-PER-PRODUCER-ORDER"

@@ -1,6 +1,6 @@
 """Each rule alone: a small history that breaks it, and one that comes close without breaking it.
 
-The cases call one rule function of :data:`ackspec.pipeline.rules.RULES` on the facts of a
+The cases call one rule function of :data:`ackspec.history.rules.RULES` on the facts of a
 hand-written history; every breaking case must also be silent for every other rule, so a
 rule that fires on another rule's business is caught here rather than only in aggregate.
 """
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from ackspec.history import rules
+from ackspec.history.anomalies import AnomalyKind
+from ackspec.history.facts import history_facts
 from ackspec.history.record import INTENT_KEY, Intent, Op, Record, RecordType
-from ackspec.pipeline import rules
-from ackspec.pipeline.anomalies import AnomalyKind
-from ackspec.pipeline.facts import history_facts
 
 Q = "/queue/q"
 T = "/topic/t"

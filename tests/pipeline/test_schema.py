@@ -10,8 +10,8 @@ import pytest
 
 from ackspec.errors import AckspecError
 from ackspec.history.record import Op, Record, RecordType
-from ackspec.pipeline.layout import history_file_name
 from ackspec.pipeline.schema import COLUMNS, check_parquet, records_to_arrow, row_to_record
+from ackspec.results.layout import history_file_name
 
 
 def sample() -> list[Record]:

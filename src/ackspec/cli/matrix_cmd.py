@@ -97,7 +97,7 @@ def render(runs: list[RunResults]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ackspec.pipeline.layout import resolve_run_dirs  # noqa: PLC0415
+    from ackspec.results.layout import resolve_run_dirs  # noqa: PLC0415
 
     runs: list[RunResults] = []
     for run_dir in resolve_run_dirs(args.runs):

@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ackspec.pipeline.layout import REPORT_DIR, resolve_run_dirs
+from ackspec.results.layout import REPORT_DIR, resolve_run_dirs
 
 
 def register(subparsers: Any) -> None:

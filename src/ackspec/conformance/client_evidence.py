@@ -1,7 +1,7 @@
 """What a client-side test saw, kept as its evidence: the client's events and the frames it wrote.
 
 A broker test leaves an operation history (``histories/``); a client-side test leaves its client
-log (``client-logs/<test>.jsonl``, :meth:`ackspec.pipeline.layout.RunDir.client_log_path`), which
+log (``client-logs/<test>.jsonl``, :meth:`ackspec.results.layout.RunDir.client_log_path`), which
 ``results.json`` names as the test's ``history``. One JSON object per line:
 
 * ``{"source": "client", "client": 0, "index": 3, "at": 0.0123, "kind": "completion", "detail": {...}}``:

@@ -33,6 +33,7 @@ from ackspec.adapters.settings import TargetSettings
 from ackspec.conformance.rawstomp import RawStomp, RawStompWs
 from ackspec.conformance.verdicts import RequirementViolation
 from ackspec.history import INTENT_KEY, Intent, Op, Recorder
+from ackspec.history.checks import check_history as check_history_records
 
 SENTINEL_HEADER = "ackspec-sentinel"
 LOSS_CLEANUP_GRACE = 3  # receive timeouts a broker gets to give back what a dead connection held
@@ -297,18 +298,15 @@ class Harness:
         return [r.index for r in self.recorder.records[-n:]]
 
     def check_history(self, kinds: Iterable[str] | None = None) -> None:
-        """Run the pipeline's history checker on this test's history (an extra, independent oracle).
+        """Run the history checks on this test's history (an extra, independent oracle; the pipeline runs the
+        same rules over many runs).
 
         ``kinds`` restricts the anomaly kinds that count. Messages declared with
         :meth:`expect_left` or :meth:`expect_dropped` are never reported lost; call it
         after the test has drained what it sent, or leave ``lost`` out of ``kinds``.
         """
-        try:
-            from ackspec.pipeline.checks_python import check_history  # noqa: PLC0415
-        except ImportError:  # pragma: no cover - pipeline not installed
-            return
         wanted = set(kinds) if kinds is not None else None
-        for anomaly in check_history(self.recorder.records):
+        for anomaly in check_history_records(self.recorder.records):
             if wanted is None or str(anomaly.kind) in wanted:
                 raise RequirementViolation(anomaly.requirement, f"history check: {anomaly.kind} "
                                            f"seq={anomaly.seq}: {anomaly.detail}", anomaly.operations)

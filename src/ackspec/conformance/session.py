@@ -46,8 +46,8 @@ from ackspec.conformance.harness import Harness
 from ackspec.conformance.target import ProfileError, Target, resolve
 from ackspec.conformance.verdicts import Outcome, OutcomeKind, RequirementVerdict, classify, decide
 from ackspec.history import Recorder
-from ackspec.pipeline.layout import RunDir
 from ackspec.results import RunResults, TargetInfo, TestResult, Verdict, combine
+from ackspec.results.layout import RunDir
 from ackspec.spec import load_catalogue
 
 SUITE_FIXTURE = "harness"

@@ -1,4 +1,6 @@
-"""Operation histories: the record format and the recorder adapters write them with."""
+"""Operation histories: the record format, the recorder adapters write them with, and the checks over one
+history (``anomalies``: what a check finds, ``facts``: a history indexed once, ``rules``: one function per
+rule, ``checks``: the rules run in one process; the Spark job in :mod:`ackspec.pipeline` runs the same rules)."""
 
 from ackspec.history.record import (
     INTENT_KEY,

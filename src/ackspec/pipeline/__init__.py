@@ -1,13 +1,11 @@
 """The data pipeline: histories and results of many runs become anomalies, verdicts and a report.
 
-Modules, one concept each:
+The checks over one history live a layer below, in :mod:`ackspec.history` (``anomalies``, ``facts``,
+``rules``, ``checks``: the conformance harness runs them too), and the run directory's layout in
+:mod:`ackspec.results.layout`. Modules here, one concept each:
 
-- ``layout``         the run directory (what ``ackspec run`` writes, what ``ackspec report`` reads)
-- ``anomalies``      what a history check can find: kinds, requirements, the rules' vocabulary
-- ``facts``          one history indexed once (sends, deliveries, settlements, resets) for the rules
-- ``rules``          the rules, one small named function each (``RULES``), shared by both engines
-- ``checks_python``  the checks in one process (``check_history(records)``), importable without Spark
-- ``checks_spark``   the same rules as one Spark job (``groupBy(run, bucket).applyInArrow``), any master
+- ``checks_spark``   the rules of :mod:`ackspec.history.rules` as one Spark job
+                     (``groupBy(run, bucket).applyInArrow``), any master
 - ``columnar``       history rows straight from Arrow columns (what the Spark workers check)
 - ``synthetic``      generated histories with anomalies injected at known places
 - ``schema``         the Spark/Parquet schema of history records; reading them by URI, bad records flagged

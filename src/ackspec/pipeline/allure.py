@@ -16,8 +16,8 @@ import re
 from typing import Any
 
 from ackspec import __version__
-from ackspec.pipeline.layout import RunDir
 from ackspec.results import RunResults
+from ackspec.results.layout import RunDir
 
 
 def environment_properties(results: RunResults) -> str:

@@ -4,8 +4,8 @@
 run whose name hashes to the same bucket, :data:`BUCKETS` per run) to a Python worker as
 Arrow batches; :func:`check_bucket` sorts them by ``(test, index)`` in Arrow, cuts them
 into histories and turns each into rows (:mod:`ackspec.pipeline.columnar`), then applies
-:func:`ackspec.pipeline.checks_python.check_one` to each: the facts of the history and
-every rule of :data:`ackspec.pipeline.rules.RULES`, the same code the single-process
+:func:`ackspec.history.checks.check_one` to each: the facts of the history and
+every rule of :data:`ackspec.history.rules.RULES`, the same code the single-process
 checker runs. A bucket yields its anomalies, one row of send counts and, when the reader
 flagged some of its records (:data:`ackspec.pipeline.schema.PROBLEM`), one row counting
 them: bad records are reported per run instead of failing the job. A group per history
@@ -16,7 +16,7 @@ What reaches the driver is bounded by the findings, not by the operations: the s
 counts and problems are summed per run by a DataFrame aggregate before anything is
 collected (:meth:`SparkCheck.collect`), or the rows are written to a URI and only their
 per-kind totals come back (:meth:`SparkCheck.write`). Records that cannot change a
-verdict (:data:`ackspec.pipeline.checks_python.RULE_RECORDS`) are dropped before the
+verdict (:data:`ackspec.history.checks.RULE_RECORDS`) are dropped before the
 shuffle.
 
 On a cluster the groups are spread over the executors; each executor's Python needs
@@ -37,10 +37,10 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ackspec.history.anomalies import Anomaly, AnomalyKind, CheckResult, Problem, SendCounts
+from ackspec.history.checks import RULE_RECORDS, check_one
 from ackspec.history.record import Op, RecordType
 from ackspec.pipeline import columnar
-from ackspec.pipeline.anomalies import Anomaly, AnomalyKind, CheckResult, Problem, SendCounts
-from ackspec.pipeline.checks_python import RULE_RECORDS, check_one
 from ackspec.pipeline.schema import PROBLEM, SOURCE
 
 BUCKET = "bucket"
@@ -141,7 +141,7 @@ def check_bucket(key: tuple[Any, ...], batches: Iterator[pa.RecordBatch]) -> Ite
 
     Spark hands a group's rows over in no particular order: the bucket is sorted by
     ``(test, index)`` in Arrow and cut into histories (:func:`ackspec.pipeline.columnar.table_histories`),
-    each checked by :func:`ackspec.pipeline.checks_python.check_one`."""
+    each checked by :func:`ackspec.history.checks.check_one`."""
     run = key[0].as_py()
     table, problems = _set_aside_problems(pa.Table.from_batches(list(batches)))
     anomalies: list[Anomaly] = []
@@ -155,7 +155,7 @@ def check_bucket(key: tuple[Any, ...], batches: Iterator[pa.RecordBatch]) -> Ite
 
 
 def _rule_record() -> Column:
-    """The Spark predicate of :func:`ackspec.pipeline.checks_python.is_rule_record`; flagged records
+    """The Spark predicate of :func:`ackspec.history.checks.is_rule_record`; flagged records
     are kept too, so their group counts them."""
     any_type = [str(op) for op, types in RULE_RECORDS.items() if types is None]
     wanted = F.col(PROBLEM).isNotNull() | F.col("value").isNotNull() | F.col("op").isin(*any_type)

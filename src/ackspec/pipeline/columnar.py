@@ -2,7 +2,7 @@
 
 Building a :class:`ackspec.history.record.Record` per row (a frozen dataclass of 24
 fields, its JSON ``value`` decoded) costs several times more than checking it. The
-rules (:func:`ackspec.pipeline.checks_python.check_one`) read 15 fields, so a row
+rules (:func:`ackspec.history.checks.check_one`) read 15 fields, so a row
 here is a named tuple of those, made from whole Arrow columns at once, ``type`` and
 ``op`` mapped to their enums by table lookup and ``value`` left as its JSON text
 (the rules decode the few that matter). The Spark job's Python workers and the
@@ -23,7 +23,7 @@ from ackspec.history.record import Op, RecordType
 
 
 class Row(NamedTuple):
-    """The fields of a history record the rules read (satisfies ``checks_python.HistoryRecord``)."""
+    """The fields of a history record the rules read (satisfies ``ackspec.history.facts.HistoryRecord``)."""
 
     index: int  # type: ignore[assignment]  # the record's index; shadows tuple.index on purpose
     type: RecordType

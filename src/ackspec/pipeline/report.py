@@ -1,7 +1,7 @@
 """The requirement traceability report over one or many run directories.
 
 ``build_report(run_dirs, out_dir)`` reads every run's ``results.json`` and histories
-(layout: :mod:`ackspec.pipeline.layout`), checks the histories (Spark, or the
+(layout: :mod:`ackspec.results.layout`), checks the histories (Spark, or the
 single-process checker for small inputs: the same rules), and writes:
 
 - ``report.html``: one self-contained page (inline CSS/JS/images, no network);
@@ -32,15 +32,15 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from ackspec.errors import AckspecError
+from ackspec.history.anomalies import Anomaly, SendCounts
+from ackspec.history.checks import check_histories
 from ackspec.history.record import HistoryFormatError, Record
 from ackspec.pipeline.allure import write_allure_files
-from ackspec.pipeline.anomalies import Anomaly, SendCounts
-from ackspec.pipeline.checks_python import check_histories
-from ackspec.pipeline.layout import BENCH_SCHEMA, RunDir, resolve_run_dirs
 from ackspec.pipeline.report_html import render_html
 from ackspec.pipeline.schema import check_parquet, read_run, row_to_record
 from ackspec.pipeline.session import get_session, progress
 from ackspec.results import ResultsFormatError, RunResults, Verdict, combine, is_failure
+from ackspec.results.layout import BENCH_SCHEMA, RunDir, resolve_run_dirs
 from ackspec.spec import SpecError, load_catalogue
 from ackspec.spec.citations import default_scan_paths, scan
 

@@ -11,7 +11,7 @@ Readers take URIs (``file://``, ``hdfs://``, whatever Hadoop file systems the cl
 has) and never drop a record silently: a line that is not JSON, a record of an unknown
 schema version or without type, op or index is kept with its :data:`PROBLEM` column set
 and its :data:`SOURCE` file, so the check job counts such records per run instead of
-failing (:class:`~ackspec.pipeline.anomalies.Problem`). A corrupt Parquet file of a
+failing (:class:`~ackspec.history.anomalies.Problem`). A corrupt Parquet file of a
 local run is an :class:`~ackspec.errors.AckspecError` naming it (its footer is read
 first). PySpark is imported only by the functions that use it.
 """
@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from ackspec.errors import AckspecError
 from ackspec.history.record import SCHEMA_VERSION, Record
-from ackspec.pipeline.layout import HISTORIES_DIR, HISTORIES_PARQUET, HISTORY_SUFFIX, PARQUET_PARTITIONS, RunDir
+from ackspec.results.layout import HISTORIES_DIR, HISTORIES_PARQUET, HISTORY_SUFFIX, PARQUET_PARTITIONS, RunDir
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("run", "string"),

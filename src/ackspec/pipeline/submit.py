@@ -29,9 +29,9 @@ import time
 from typing import Any
 
 from ackspec.errors import AckspecError
-from ackspec.pipeline.layout import resolve_run_dirs
 from ackspec.pipeline.schema import as_uri, read_run
 from ackspec.pipeline.session import get_session, progress
+from ackspec.results.layout import resolve_run_dirs
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

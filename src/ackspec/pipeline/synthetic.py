@@ -10,7 +10,7 @@ indeterminate operations (sends and commits whose outcome was never seen).
 A correct simulated broker produces histories in which neither checker may find
 anything. At most one anomaly is injected per test, by making the simulated
 broker misbehave at a random moment, and the generator returns the exact
-:class:`~ackspec.pipeline.anomalies.Anomaly` it expects the checkers to report.
+:class:`~ackspec.history.anomalies.Anomaly` it expects the checkers to report.
 Everything is driven by one ``random.Random(seed)``: the same seed gives the same
 history.
 """
@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ackspec.history.anomalies import Anomaly, AnomalyKind
 from ackspec.history.record import Op, Record, RecordType
-from ackspec.pipeline.anomalies import Anomaly, AnomalyKind
 
 ACK_MODES = ("auto", "client", "client-individual", "dups-ok", "transacted")
 _ACKING = ("client", "client-individual", "transacted")

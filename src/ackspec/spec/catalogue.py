@@ -3,7 +3,7 @@
 Each file is one family, validated against ``schema/requirement.schema.json``, then checked for
 what a schema cannot say: the family id equals the file name, IDs carry one of the family's
 prefixes and are unique across files, capabilities exist in
-:class:`ackspec.adapters.base.Capability`, domains parse (:mod:`ackspec.spec.domains`) and parameter
+:class:`ackspec.spec.capabilities.Capability`, domains parse (:mod:`ackspec.spec.domains`) and parameter
 defaults fit their type and domain. The first
 problem found raises :class:`~ackspec.spec.errors.SpecError` naming file, line and field.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ackspec.adapters.base import Capability
+from ackspec.spec.capabilities import Capability
 from ackspec.spec.data import CATALOGUE_DIR
 from ackspec.spec.domains import DomainError, Enumeration, contains, describe, parse_domain
 from ackspec.spec.errors import SpecError

@@ -1,7 +1,7 @@
 """Loading target profiles: ``targets/NAME.yaml`` -> :class:`~ackspec.spec.model.TargetProfile`.
 
 A profile is validated against ``schema/target.schema.json``; its name must equal the file name,
-its features must be :class:`ackspec.adapters.base.Capability` values, and every deviation must
+its features must be :class:`ackspec.spec.capabilities.Capability` values, and every deviation must
 name a requirement of the catalogue and be scoped to the behaviour it documents: ``test`` (required,
 a pytest node-id glob), optionally ``check`` (text the failure's message must contain, ``*`` for any
 text: what was observed) and ``protocols`` (``stomp`` covers STOMP over TCP and over WebSocket, ``stomp-ws``
@@ -55,7 +55,7 @@ def load_profile(name_or_path: str | Path, *, catalogue_root: Path | None = None
     for index, feature in enumerate(data["features"]):
         if feature not in CAPABILITIES:
             raise SpecError(f"{where(path, text, ['features', index])}: features[{index}]: unknown capability "
-                            f"{feature!r} (see ackspec.adapters.base.Capability)")
+                            f"{feature!r} (see ackspec.spec.capabilities.Capability)")
     catalogue = load_catalogue(catalogue_root)
     deviations: dict[str, list[Deviation]] = {}
     for index, raw in enumerate(data["deviations"]):

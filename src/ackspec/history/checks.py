@@ -2,8 +2,8 @@
 
 Importable without Spark. Conformance tests call :func:`check_history` on the small
 history of one test so verdicts can rely on it. :func:`check_one` is the whole check of
-one history: its facts (:mod:`ackspec.pipeline.facts`), then every rule of
-:data:`ackspec.pipeline.rules.RULES`; the Spark job (:mod:`ackspec.pipeline.checks_spark`)
+one history: its facts (:mod:`ackspec.history.facts`), then every rule of
+:data:`ackspec.history.rules.RULES`; the Spark job (:mod:`ackspec.pipeline.checks_spark`)
 calls the same function on each ``(run, test)`` group in its Python workers, so the
 rules are stated once.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+from ackspec.history.anomalies import Anomaly, CheckResult, SendCounts
+from ackspec.history.facts import HistoryRecord, history_facts, send_counts
 from ackspec.history.record import Op, Record, RecordType
-from ackspec.pipeline.anomalies import Anomaly, CheckResult, SendCounts
-from ackspec.pipeline.facts import HistoryRecord, history_facts, send_counts
-from ackspec.pipeline.rules import check_facts
+from ackspec.history.rules import check_facts
 
 __all__ = ["RULE_RECORDS", "HistoryRecord", "check_histories", "check_history", "check_one", "is_rule_record"]
 

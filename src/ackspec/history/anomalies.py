@@ -1,6 +1,6 @@
 """What a history check can find: the anomaly kinds, their requirements, and the rules' vocabulary.
 
-Both checkers (:mod:`ackspec.pipeline.checks_python`, single process, and
+Both checkers (:mod:`ackspec.history.checks`, single process, and
 :mod:`ackspec.pipeline.checks_spark`, Spark DataFrame jobs) import everything
 that defines *what* counts as an anomaly from here: the kinds, the requirement
 each kind breaks, which ack modes settle on delivery or acknowledge

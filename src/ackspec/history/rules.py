@@ -1,9 +1,9 @@
 """The history rules: one small named function per rule, shared by both engines.
 
-Each rule reads the facts of one history (:func:`ackspec.pipeline.facts.history_facts`)
+Each rule reads the facts of one history (:func:`ackspec.history.facts.history_facts`)
 and yields :class:`Finding` s: the anomaly kind, the message and the operations that
 show it. :data:`RULES` lists them in the order they are applied; the single-process
-checker (:mod:`ackspec.pipeline.checks_python`) and the Spark job's Python workers
+checker (:mod:`ackspec.history.checks`) and the Spark job's Python workers
 (:mod:`ackspec.pipeline.checks_spark`) both run exactly this list through
 :func:`check_facts`, so the rules are stated once. ``tests/pipeline/test_rules.py``
 tests each rule alone on small hand-written histories.
@@ -16,8 +16,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from ackspec.pipeline.anomalies import DUPLICATES_ALLOWED, AnomalyKind, intent_covers
-from ackspec.pipeline.facts import Consumer, Delivery, HistoryFacts, MessageKey
+from ackspec.history.anomalies import DUPLICATES_ALLOWED, AnomalyKind, intent_covers
+from ackspec.history.facts import Consumer, Delivery, HistoryFacts, MessageKey
 
 
 class Finding(NamedTuple):

@@ -1,13 +1,13 @@
 """What one history says, indexed once, for every rule to read: sends, deliveries, settlements.
 
-The rules (:mod:`ackspec.pipeline.rules`) each ask a different question of the same
+The rules (:mod:`ackspec.history.rules`) each ask a different question of the same
 history: per consumer (in-flight), per message (duplicates, counts, dead-lettering), per
 producer stream (order), per send (loss). :func:`history_facts` walks the records once,
 in index order, and builds the tables they share, then works out for every delivery when
 it was acknowledged, settled or reset (:func:`settle`), which every rule but the loss
 rule depends on. Both engines call it: the single-process checker per history, the Spark
 job in its Python workers per ``(run, test)`` group. The semantics are those of
-:mod:`ackspec.pipeline.anomalies`.
+:mod:`ackspec.history.anomalies`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ackspec.history.record import Op, RecordType
-from ackspec.pipeline.anomalies import (
+from ackspec.history.anomalies import (
     CUMULATIVE_MODES,
     EXPECT_DELIVERED,
     REJECT_OUTCOMES,
@@ -33,6 +32,7 @@ from ackspec.pipeline.anomalies import (
     is_topic,
     value_dict,
 )
+from ackspec.history.record import Op, RecordType
 
 INF = float("inf")
 INF_INDEX = 2**62
