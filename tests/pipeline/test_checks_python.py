@@ -10,24 +10,17 @@ from hypothesis import strategies as st
 
 from ackspec.history.anomalies import REQUIREMENTS, AnomalyKind
 from ackspec.history.checks import check_histories, check_history, is_rule_record
-from ackspec.history.record import Op, Record, RecordType
+from ackspec.history.record import Op, RecordType
 from ackspec.pipeline.synthetic import COMPATIBLE_MODES, SyntheticParams, generate, generate_suite, random_params
 from ackspec.spec import load_catalogue
+
+from .conftest import HistoryBuilder
 
 Q = "/queue/q"
 
 
-class History:
+class History(HistoryBuilder):
     """A tiny history builder for hand-written cases."""
-
-    def __init__(self) -> None:
-        self.records: list[Record] = []
-
-    def add(self, type: RecordType, op: Op, process: str = "c1", **fields: Any) -> int:
-        index = len(self.records)
-        self.records.append(Record(run="r", index=index, time_ns=index, type=type, op=op, process=process,
-                                   test="t", **fields))
-        return index
 
     def send(self, seq: int, outcome: RecordType = RecordType.OK, **fields: Any) -> list[int]:
         common = {"destination": Q, "producer": "p", "seq": seq, **fields}

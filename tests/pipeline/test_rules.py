@@ -15,23 +15,16 @@ import pytest
 from ackspec.history import rules
 from ackspec.history.anomalies import AnomalyKind
 from ackspec.history.facts import history_facts
-from ackspec.history.record import INTENT_KEY, Intent, Op, Record, RecordType
+from ackspec.history.record import INTENT_KEY, Intent, Op, RecordType
+
+from .conftest import HistoryBuilder
 
 Q = "/queue/q"
 T = "/topic/t"
 
 
-class H:
+class H(HistoryBuilder):
     """A hand-written history of one test."""
-
-    def __init__(self) -> None:
-        self.records: list[Record] = []
-
-    def add(self, type: RecordType, op: Op, process: str = "c1", **fields: Any) -> int:
-        index = len(self.records)
-        self.records.append(Record(run="r", index=index, time_ns=index, type=type, op=op, process=process,
-                                   test="t", **fields))
-        return index
 
     def send(self, seq: int, destination: str = Q) -> int:
         self.add(RecordType.INVOKE, Op.SEND, "p1", destination=destination, producer="p", seq=seq)

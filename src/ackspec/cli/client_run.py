@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ackspec.errors import AckspecError
+from ackspec.errors import AckspecError, one_line
 
 CLIENT_SUITE_PACKAGE = "ackspec.conformance.client"
 DEFAULT_RUN_CLIENT = "reference"
@@ -40,15 +40,11 @@ def preflight_client(args: argparse.Namespace) -> None:
         raise AckspecError("--client does not take --restart-command or --broker-parts")
     if args.broker:
         _preflight_broker(args.broker)
-    try:
+    with one_line(UnknownClientError):
         check_client(args.client)
-    except UnknownClientError as exc:
-        raise AckspecError(str(exc)) from exc
     if args.profile:
-        try:
+        with one_line(SpecError):
             load_client_profile(args.profile)
-        except SpecError as exc:
-            raise AckspecError(str(exc)) from exc
 
 
 def export_client_broker(args: argparse.Namespace) -> None:
@@ -69,10 +65,8 @@ def _preflight_broker(name: str) -> None:
     from ackspec.conformance.verdicts import TargetUnavailable  # noqa: PLC0415
 
     info = broker(name)  # AckspecError naming the known brokers
-    try:
+    with one_line(TargetUnavailable, prefix=f"broker {name}: ", suffix=f" (start it: bash brokers/start.sh {name})"):
         probe(info.stomp_url)
-    except TargetUnavailable as exc:
-        raise AckspecError(f"broker {name}: {exc} (start it: bash brokers/start.sh {name})") from exc
 
 
 def includes_reference_client(args: argparse.Namespace) -> bool:

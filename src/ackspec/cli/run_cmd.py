@@ -41,7 +41,7 @@ from typing import Any
 from ackspec.cli.interruption import INTERRUPTED_EXIT, InterruptWatch
 from ackspec.cli.progress import LiveProgress
 from ackspec.cli.run_table import family_of, print_table
-from ackspec.errors import AckspecError
+from ackspec.errors import AckspecError, one_line
 from ackspec.results import RunResults, TargetInfo, Verdict, is_failure
 from ackspec.results.model import protocol_of_url
 
@@ -172,19 +172,12 @@ def _preflight(args: argparse.Namespace) -> None:
         raise AckspecError("--broker names the broker a client runs against: use it with --client "
                            "(a broker's own run is --target URL --profile NAME)")
     if args.profile:
-        try:
+        with one_line(ProfileError):
             load_profile(args.profile)
-        except ProfileError as exc:
-            raise AckspecError(str(exc)) from exc
     if args.target:
-        try:
+        with one_line(UnknownScheme, TargetUnavailable):
             factory_for(args.target)
-        except UnknownScheme as exc:
-            raise AckspecError(str(exc)) from exc
-        try:
             probe(args.target)
-        except TargetUnavailable as exc:
-            raise AckspecError(str(exc)) from exc
 
 
 def pytest_args(args: argparse.Namespace, run_id: str, out: Path, target: PlannedTarget | None = None) -> list[str]:

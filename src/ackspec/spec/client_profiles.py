@@ -20,8 +20,9 @@ from typing import Any
 
 from ackspec.spec.catalogue import load_catalogue
 from ackspec.spec.data import CLIENTS_DIR
-from ackspec.spec.errors import SpecError, UnknownRequirement
-from ackspec.spec.validation import check, display, read_yaml, where
+from ackspec.spec.errors import SpecError
+from ackspec.spec.profile_files import available, check_name, check_requirement, profile_file
+from ackspec.spec.validation import check, read_yaml, where
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,22 +75,11 @@ class ClientProfile:
 
 
 def available_client_profiles(root: Path | None = None) -> list[str]:
-    folder = Path(root) if root is not None else CLIENTS_DIR
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    return available(Path(root) if root is not None else CLIENTS_DIR)
 
 
 def client_profile_path(name_or_path: str | Path, root: Path | None = None) -> Path:
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or len(candidate.parts) > 1:
-        if not candidate.is_file():
-            raise SpecError(f"{display(candidate)}: client profile file not found")
-        return candidate
-    folder = Path(root) if root is not None else CLIENTS_DIR
-    path = folder / f"{name_or_path}.yaml"
-    if not path.is_file():
-        known = ", ".join(available_client_profiles(folder)) or "none"
-        raise SpecError(f"unknown client profile {str(name_or_path)!r} (known: {known})")
-    return path
+    return profile_file(name_or_path, Path(root) if root is not None else CLIENTS_DIR, "client profile")
 
 
 def load_client_profile(name_or_path: str | Path, *, catalogue_root: Path | None = None,
@@ -98,9 +88,7 @@ def load_client_profile(name_or_path: str | Path, *, catalogue_root: Path | None
     path = client_profile_path(name_or_path, root)
     data, text = read_yaml(path)
     check(data, "client", path, text)
-    if data["name"] != path.stem:
-        raise SpecError(f"{where(path, text, ['name'])}: name: {data['name']!r} does not match the file name "
-                        f"(expected {path.stem!r})")
+    check_name(data, path, text)
     brokers = tuple(data["brokers"])
     deviations = tuple(_deviation(path, text, index, raw, brokers, catalogue_root)
                        for index, raw in enumerate(data["deviations"]))
@@ -115,8 +103,7 @@ def _deviation(path: Path, text: str, index: int, raw: dict[str, Any], brokers: 
     here = f"{where(path, text, ['deviations', index])}: deviations[{index}]"
     catalogue = load_catalogue(catalogue_root)
     rid = raw["requirement"]
-    if rid not in catalogue:
-        raise SpecError(str(UnknownRequirement(rid, catalogue.ids, where=f"{here}.requirement")))
+    check_requirement(rid, catalogue, here)
     limited = tuple(raw.get("brokers") or ())
     strangers = [b for b in limited if b not in brokers]
     if strangers:

@@ -15,9 +15,10 @@ from types import MappingProxyType
 
 from ackspec.spec.catalogue import CAPABILITIES, load_catalogue
 from ackspec.spec.data import TARGETS_DIR
-from ackspec.spec.errors import SpecError, UnknownRequirement
+from ackspec.spec.errors import SpecError
 from ackspec.spec.model import Deviation, TargetProfile
-from ackspec.spec.validation import check, display, read_yaml, where
+from ackspec.spec.profile_files import available, check_name, check_requirement, profile_file
+from ackspec.spec.validation import check, read_yaml, where
 
 
 def _scope(deviation: Deviation) -> tuple[str, str | None, tuple[str, ...]]:
@@ -25,23 +26,12 @@ def _scope(deviation: Deviation) -> tuple[str, str | None, tuple[str, ...]]:
 
 
 def available_profiles(root: Path | None = None) -> list[str]:
-    folder = Path(root) if root is not None else TARGETS_DIR
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    return available(Path(root) if root is not None else TARGETS_DIR)
 
 
 def profile_path(name_or_path: str | Path, root: Path | None = None) -> Path:
     """A bundled profile's file by name, or the given file; :class:`SpecError` when there is none."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or len(candidate.parts) > 1:
-        if not candidate.is_file():
-            raise SpecError(f"{display(candidate)}: profile file not found")
-        return candidate
-    folder = Path(root) if root is not None else TARGETS_DIR
-    path = folder / f"{name_or_path}.yaml"
-    if not path.is_file():
-        known = ", ".join(available_profiles(folder)) or "none"
-        raise SpecError(f"unknown profile {str(name_or_path)!r} (known: {known})")
-    return path
+    return profile_file(name_or_path, Path(root) if root is not None else TARGETS_DIR, "profile")
 
 
 def load_profile(name_or_path: str | Path, *, catalogue_root: Path | None = None) -> TargetProfile:
@@ -49,9 +39,7 @@ def load_profile(name_or_path: str | Path, *, catalogue_root: Path | None = None
     path = profile_path(name_or_path)
     data, text = read_yaml(path)
     check(data, "target", path, text)
-    if data["name"] != path.stem:
-        raise SpecError(f"{where(path, text, ['name'])}: name: {data['name']!r} does not match the file name "
-                        f"(expected {path.stem!r})")
+    check_name(data, path, text)
     for index, feature in enumerate(data["features"]):
         if feature not in CAPABILITIES:
             raise SpecError(f"{where(path, text, ['features', index])}: features[{index}]: unknown capability "
@@ -61,8 +49,7 @@ def load_profile(name_or_path: str | Path, *, catalogue_root: Path | None = None
     for index, raw in enumerate(data["deviations"]):
         here = f"{where(path, text, ['deviations', index])}: deviations[{index}]"
         rid = raw["requirement"]
-        if rid not in catalogue:
-            raise SpecError(str(UnknownRequirement(rid, catalogue.ids, where=f"{here}.requirement")))
+        check_requirement(rid, catalogue, here)
         deviation = Deviation(requirement=rid, reason=" ".join(raw["reason"].split()),
                               observed=" ".join(raw["observed"].split()), test=raw["test"],
                               status=raw.get("status", "seeded"), check=raw.get("check"),
