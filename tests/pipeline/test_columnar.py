@@ -5,11 +5,12 @@ from __future__ import annotations
 import random
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ackspec.history.checks import check_histories, check_one
-from ackspec.history.record import Record
+from ackspec.history.record import Op, Record, RecordType
 from ackspec.pipeline import columnar
 from ackspec.pipeline.schema import records_to_arrow
 from ackspec.pipeline.synthetic import generate_suite
@@ -43,3 +44,29 @@ def test_rows_check_like_records() -> None:
     for run, test, rows in columnar.table_histories(table):
         anomalies.extend(check_one(run, test, rows)[0])
     assert tuple(sorted(anomalies)) == check_histories(records).anomalies
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**16))
+def test_rows_hold_the_values_of_every_column_as_records_do(seed: int) -> None:
+    """Strings go through their dictionary (one object per distinct value): the values, nulls and
+    enum members must be those of the records, in a table of several chunks too."""
+    table, _ = _table(seed)
+    chunked = pa.concat_tables([table.slice(0, 7), table.slice(7)])
+    for source in (table.to_batches()[0], chunked):
+        got = columnar.rows(source)
+        expected = [tuple(row[name] for name in columnar.Row._fields) for row in source.to_pylist()]
+        assert [tuple(str(v) if i in (1, 2) else v for i, v in enumerate(row)) for row in got] == expected
+        assert all(isinstance(row.type, RecordType) and isinstance(row.op, Op) for row in got)
+
+
+def test_an_unknown_or_missing_operation_or_type_is_one_clear_error() -> None:
+    table, _ = _table(1)
+    ops = table.column("op").to_pylist()
+    bad = table.set_column(table.schema.get_field_index("op"), "op", pa.array(["teleport", *ops[1:]]))
+    with pytest.raises(ValueError, match="unknown op 'teleport'"):
+        columnar.rows(bad)
+    types = table.column("type").to_pylist()
+    missing = table.set_column(table.schema.get_field_index("type"), "type", pa.array([None, *types[1:]], pa.string()))
+    with pytest.raises(ValueError, match="unknown type None"):
+        columnar.rows(missing)
