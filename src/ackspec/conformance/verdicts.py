@@ -152,52 +152,68 @@ def decide(requirements: Sequence[str], outcome: Outcome,
     note), not stale.
     """
 
-    def held(req: str, how: str) -> RequirementVerdict:
-        if req not in deviations:
-            return RequirementVerdict(req, Verdict.PASS, "" if how == "passed" else "checked and held")
-        if req in intermittent:
-            return RequirementVerdict(req, Verdict.PASS, f"intermittent deviation ({deviations[req]}) "
-                                                         "did not show this run")
-        return RequirementVerdict(req, Verdict.STALE, f"listed as a deviation in the profile ({deviations[req]}) "
-                                                      f"but the test {how}: update the profile")
-
-    def failed(req: str, message: str, ops: tuple[int, ...] = ()) -> RequirementVerdict:
-        if req in deviations:
-            reason = deviations[req] if excuse is None else excuse(req, message)
-            if reason is not None:
-                return RequirementVerdict(req, Verdict.DEVIATION, f"documented deviation: {reason} "
-                                                                  f"(observed: {message})", operations=ops)
-            message += f" (not the behaviour its documented deviation describes: {deviations[req]})"
-        return RequirementVerdict(req, Verdict.FAIL, message, operations=ops)
-
-    out: list[RequirementVerdict] = []
-    for req in requirements:
-        match outcome.kind:
-            case OutcomeKind.PASSED:
-                out.append(held(req, "passed"))
-            case OutcomeKind.VIOLATION:
-                hit = [v for v in outcome.violations if v.requirement == req]
-                if hit:
-                    out.append(failed(req, str(hit[0]), hit[0].operations))
-                elif req in outcome.held:
-                    out.append(held(req, "held"))
-                else:
-                    out.append(RequirementVerdict(req, Verdict.INDETERMINATE,
-                                                  f"not decided: the test stopped at {outcome.requirement}"))
-            case OutcomeKind.FAILED:
-                out.append(failed(req, outcome.message, outcome.operations))
-            case OutcomeKind.NOT_APPLICABLE:
-                out.append(RequirementVerdict(req, Verdict.NOT_APPLICABLE, outcome.message,
-                                              capability=outcome.capability))
-            case OutcomeKind.INDETERMINATE:
-                out.append(RequirementVerdict(req, Verdict.INDETERMINATE, outcome.message))
-            case _:
-                out.append(RequirementVerdict(req, Verdict.ERROR, outcome.message))
+    judge = _Judge(outcome, deviations, intermittent, excuse)
+    out = [judge.verdict(req) for req in requirements]
     if outcome.kind is OutcomeKind.VIOLATION:
         extra: dict[str, RequirementViolation] = {}
         for v in outcome.violations:
             if v.requirement not in requirements:
                 extra.setdefault(v.requirement, v)
         for req, v in extra.items():  # an oracle (model, history check) named a requirement the test did not cite
-            out.append(failed(req, str(v), v.operations))
+            out.append(judge.failed(req, str(v), v.operations))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Judge:
+    """One test's ending and the profile's deviations, asked for the verdict of one requirement at a time."""
+
+    outcome: Outcome
+    deviations: Mapping[str, str]
+    intermittent: frozenset[str]
+    excuse: Callable[[str, str], str | None] | None
+
+    def held(self, req: str, how: str) -> RequirementVerdict:
+        if req not in self.deviations:
+            return RequirementVerdict(req, Verdict.PASS, "" if how == "passed" else "checked and held")
+        if req in self.intermittent:
+            return RequirementVerdict(req, Verdict.PASS, f"intermittent deviation ({self.deviations[req]}) "
+                                                         "did not show this run")
+        return RequirementVerdict(req, Verdict.STALE, f"listed as a deviation in the profile "
+                                                      f"({self.deviations[req]}) but the test {how}: update the "
+                                                      "profile")
+
+    def failed(self, req: str, message: str, ops: tuple[int, ...] = ()) -> RequirementVerdict:
+        if req in self.deviations:
+            reason = self.deviations[req] if self.excuse is None else self.excuse(req, message)
+            if reason is not None:
+                return RequirementVerdict(req, Verdict.DEVIATION, f"documented deviation: {reason} "
+                                                                  f"(observed: {message})", operations=ops)
+            message += f" (not the behaviour its documented deviation describes: {self.deviations[req]})"
+        return RequirementVerdict(req, Verdict.FAIL, message, operations=ops)
+
+    def violated(self, req: str) -> RequirementVerdict:
+        """A test stopped by a violation: of this requirement, or held before it, or never reached."""
+        outcome = self.outcome
+        hit = [v for v in outcome.violations if v.requirement == req]
+        if hit:
+            return self.failed(req, str(hit[0]), hit[0].operations)
+        if req in outcome.held:
+            return self.held(req, "held")
+        return RequirementVerdict(req, Verdict.INDETERMINATE, f"not decided: the test stopped at {outcome.requirement}")
+
+    def verdict(self, req: str) -> RequirementVerdict:
+        outcome = self.outcome
+        match outcome.kind:
+            case OutcomeKind.PASSED:
+                return self.held(req, "passed")
+            case OutcomeKind.VIOLATION:
+                return self.violated(req)
+            case OutcomeKind.FAILED:
+                return self.failed(req, outcome.message, outcome.operations)
+            case OutcomeKind.NOT_APPLICABLE:
+                return RequirementVerdict(req, Verdict.NOT_APPLICABLE, outcome.message, capability=outcome.capability)
+            case OutcomeKind.INDETERMINATE:
+                return RequirementVerdict(req, Verdict.INDETERMINATE, outcome.message)
+            case _:
+                return RequirementVerdict(req, Verdict.ERROR, outcome.message)
