@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -27,6 +26,7 @@ from ackspec.adapters.settings import TargetSettings
 from ackspec.conformance.restart import RestartCommand
 from ackspec.conformance.verdicts import TargetUnavailable
 from ackspec.history import Recorder
+from ackspec.spec.profile_files import observed_in
 
 EMBEDDED_URL = "reference://embedded"
 EMBEDDED_AMQP_URL = "reference+amqp://embedded"
@@ -91,10 +91,7 @@ class KnownDeviation:
     def excuses(self, message: str) -> bool:
         """Whether a failure with this message is the behaviour the deviation documents: ``check`` found
         anywhere in it, ``*`` standing for any text (every other character, brackets too, is literal)."""
-        if self.check is None:
-            return True
-        pattern = ".*".join(re.escape(part) for part in self.check.strip("*").split("*"))
-        return re.search(pattern, message, re.DOTALL) is not None
+        return observed_in(self.check, message)
 
 
 def deviations_of(profile: Mapping[str, Any] | None) -> list[KnownDeviation]:

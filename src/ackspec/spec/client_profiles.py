@@ -13,7 +13,6 @@ a target profile: a listed deviation that fails is ``deviation``, one that stops
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 from ackspec.spec.catalogue import load_catalogue
 from ackspec.spec.data import CLIENTS_DIR
 from ackspec.spec.errors import SpecError
-from ackspec.spec.profile_files import available, check_name, check_requirement, profile_file
+from ackspec.spec.profile_files import available, check_name, check_requirement, observed_in, profile_file
 from ackspec.spec.validation import check, read_yaml, where
 
 
@@ -45,10 +44,7 @@ class ClientDeviation:
     def excuses(self, message: str) -> bool:
         """Whether a failure with this message is the behaviour documented: ``check`` found in it, ``*``
         standing for any text and every other character literal (the same rule as a target profile's)."""
-        if self.check is None:
-            return True
-        pattern = ".*".join(re.escape(part) for part in self.check.strip("*").split("*"))
-        return re.search(pattern, message, re.DOTALL) is not None
+        return observed_in(self.check, message)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ catalogue. Written once here so the two loaders cannot drift apart.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +48,13 @@ def check_requirement(rid: str, catalogue: Catalogue, here: str) -> None:
     """A deviation cites a requirement of the catalogue (``here``: where the deviation is, for the message)."""
     if rid not in catalogue:
         raise SpecError(str(UnknownRequirement(rid, catalogue.ids, where=f"{here}.requirement")))
+
+
+def observed_in(check: str | None, message: str) -> bool:
+    """Whether a failure's message shows what a deviation's ``check`` says was observed: ``check`` found
+    anywhere in it, ``*`` standing for any text and every other character (brackets too) literal; no
+    ``check`` matches any failure. The same rule for target and client profiles."""
+    if check is None:
+        return True
+    pattern = ".*".join(re.escape(part) for part in check.strip("*").split("*"))
+    return re.search(pattern, message, re.DOTALL) is not None
