@@ -18,6 +18,7 @@ from typing import Any
 from ackspec.reference.amqp.connection import AmqpConnection
 from ackspec.reference.broker.core import BrokerCore
 from ackspec.reference.broker.effects import Confirm, Deliver, Effect
+from ackspec.reference.broker.hub import Hub
 from ackspec.reference.broker.model import ACCEPT, AckMode, Outcome, Settlement
 from ackspec.reference.parts import BrokerParts
 from ackspec.reference.stomp import frames as F
@@ -436,33 +437,26 @@ class DoubleEscapeHeaders(StompSession):
 class NoReceipt(StompSession):
     """RECEIPTs are never sent."""
 
-    def _queue_receipt(self, receipt_id: str, needs: int, extra: tuple[tuple[str, str], ...] = ()) -> None:
+    def _queue_receipt(self, receipt_id: str, extra: tuple[tuple[str, str], ...] = ()) -> None:
         return
-
-
-class EarlyReceipt(StompSession):
-    """RECEIPT before the journal fsync."""
-
-    def _queue_receipt(self, receipt_id: str, needs: int, extra: tuple[tuple[str, str], ...] = ()) -> None:
-        super()._queue_receipt(receipt_id, 0, extra)
 
 
 class WrongReceiptId(StompSession):
     """RECEIPT carries a receipt-id that was never asked for."""
 
-    def _queue_receipt(self, receipt_id: str, needs: int, extra: tuple[tuple[str, str], ...] = ()) -> None:
-        super()._queue_receipt(receipt_id + "-wrong", needs, extra)
+    def _queue_receipt(self, receipt_id: str, extra: tuple[tuple[str, str], ...] = ()) -> None:
+        super()._queue_receipt(receipt_id + "-wrong", extra)
 
 
 class ReorderReceipts(StompSession):
     """A receipt is held back 0.2 s and overtaken by the next one."""
 
-    def _queue_receipt(self, receipt_id: str, needs: int, extra: tuple[tuple[str, str], ...] = ()) -> None:
+    def _queue_receipt(self, receipt_id: str, extra: tuple[tuple[str, str], ...] = ()) -> None:
         frame = b"RECEIPT\nreceipt-id:" + escape(receipt_id, self.version).encode() + b"\n\n\x00"
         if self._receipts:  # overtake the receipt held back
             self._write(frame)
         else:
-            self._receipts.append(_Receipt(frame, needs, self.clock() + 0.2))
+            self._receipts.append(_Receipt(frame, self.clock() + 0.2))
         if self.state is State.DISCONNECTING:
             self._maybe_finish_disconnect()
 
@@ -532,16 +526,19 @@ class _TransferAnswers(AmqpConnection):
 class NoAccepted(_TransferAnswers):
     """An unsettled transfer is never answered."""
 
-    def on_confirm(self, effect: Confirm, needs_sync: int) -> None:
+    def on_confirm(self, effect: Confirm) -> None:
         if not self.is_transfer(effect):
-            super().on_confirm(effect, needs_sync)
+            super().on_confirm(effect)
 
 
-class EarlyAccepted(_TransferAnswers):
-    """A durable transfer is accepted before the journal fsync."""
+# ---------------------------------------------------------------- the hub
 
-    def on_confirm(self, effect: Confirm, needs_sync: int) -> None:
-        super().on_confirm(effect, 0 if self.is_transfer(effect) else needs_sync)
+
+class EarlyConfirmHub(Hub):
+    """Confirms (STOMP receipts, AMQP accepted) before the journal fsync: every Confirm is taken as not durable."""
+
+    def apply(self, effects: list[Effect]) -> None:
+        super().apply([e._replace(durable=False) if type(e) is Confirm else e for e in effects])
 
 
 # ---------------------------------------------------------------- the mutants
@@ -553,7 +550,7 @@ MUTANTS: dict[str, BrokerParts] = {
     "ignore-ack": BrokerParts(core=IgnoreAck),
     "client-as-individual": BrokerParts(core=ClientAsIndividual, amqp_connection=RangeSettlesLast),
     "leak-tx-sends": BrokerParts(core=LeakTxSends),
-    "early-receipt": BrokerParts(stomp_session=EarlyReceipt, amqp_connection=EarlyAccepted),
+    "early-receipt": BrokerParts(hub=EarlyConfirmHub),
     "no-receipt": BrokerParts(stomp_session=NoReceipt, amqp_connection=NoAccepted),
     "mangle-header": BrokerParts(core=MangleHeader),
     "mangle-body": BrokerParts(core=MangleBody),

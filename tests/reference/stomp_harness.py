@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.core import BrokerCore
-from ackspec.reference.broker.hub import Hub
 from ackspec.reference.broker.model import CoreConfig
 from ackspec.reference.broker.trace import Tracer
 from ackspec.reference.faults import FaultInjector
@@ -31,7 +30,7 @@ class Broker:
         self.faults = FaultInjector()
         self.tracer = Tracer()
         self.core: BrokerCore = parts.core(config, tracer=self.tracer, faults=self.faults)
-        self.hub = Hub(self.core)
+        self.hub = parts.hub(self.core)
         self.hub.journaling = journaling
         self.auth = auth or Authenticator()
         self.session_config = session_config or SessionConfig(heartbeat_send_ms=0, heartbeat_receive_ms=0)

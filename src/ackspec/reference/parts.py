@@ -1,4 +1,4 @@
-"""What a broker is built from: the classes of its core, its STOMP sessions and its AMQP connections.
+"""What a broker is built from: the classes of its core, its hub, its STOMP sessions and its AMQP connections.
 
 Why: whoever starts a broker (a :class:`~ackspec.reference.server.BrokerServer`, an
 :class:`~ackspec.reference.server.EmbeddedBroker`) may hand it subclasses of these, so a variant of
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ackspec.reference.amqp.connection import AmqpConnection
 from ackspec.reference.broker.core import BrokerCore
+from ackspec.reference.broker.hub import Hub
 from ackspec.reference.stomp.session import StompSession
 
 
@@ -21,6 +22,7 @@ class BrokerParts:
     """The classes one broker builds its pieces from (the reference broker's own by default)."""
 
     core: type[BrokerCore] = BrokerCore
+    hub: type[Hub] = Hub
     stomp_session: type[StompSession] = StompSession
     amqp_connection: type[AmqpConnection] = AmqpConnection
 

@@ -58,7 +58,6 @@ from ackspec.errors import AckspecError
 from ackspec.reference.amqp.listener import AmqpListener
 from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.core import BrokerCore
-from ackspec.reference.broker.hub import Hub
 from ackspec.reference.broker.model import CoreConfig
 from ackspec.reference.broker.trace import Tracer
 from ackspec.reference.faults import FaultInjector, FaultRule
@@ -165,7 +164,7 @@ class BrokerServer:
         self.max_connections = max_connections
         self.control_address = control
         self.core = parts.core(self.core_config, tracer=self.tracer, faults=self.faults)
-        self.hub = Hub(self.core)
+        self.hub = parts.hub(self.core)
         self.journal: Journal | None = None
         self.protocols: dict[str, _StompProtocol] = {}
         self._dirty: dict[str, _StompProtocol] = {}

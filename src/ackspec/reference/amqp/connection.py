@@ -232,7 +232,6 @@ class AmqpConnection:
         self.on_output = on_output or (lambda: None)
         self.sasl = SaslServer(lambda user, password: self.auth.check(user, password) is None,
                                allow_anonymous=self.auth.allow_anonymous)
-        self._awaiting_sync: list[tuple[int, Confirm]] = []
         self.user: str | None = None
         self.transport = Transport(Transport.SERVER)
         self.connection = Connection()
@@ -979,10 +978,10 @@ class AmqpConnection:
         written here, without the hub.
 
         Why: in the window row every transfer's ``Confirm`` otherwise costs a hub dispatch and an
-        ``on_confirm`` call (with its sync check) each. A non-durable ``Confirm`` needs no
-        journal sync (the hub would pass ``needs_sync=0``), so answering it here is what
-        :meth:`on_confirm` would do. Every other effect goes to the hub, in order: the runs before
-        and after an inlined one are applied around it."""
+        ``on_confirm`` call each. A non-durable ``Confirm`` needs no journal sync and this connection's
+        confirms need no order (:attr:`ordered_confirms`), so the hub would hand it over at once:
+        answering it here is what :meth:`on_confirm` would do. Every other effect goes to the hub, in
+        order: the runs before and after an inlined one are applied around it."""
         if not effects:
             return
         conn_id = self.conn_id
@@ -1261,24 +1260,14 @@ class AmqpConnection:
 
     # ConnectionHandler (the hub calls these)
 
-    def on_confirm(self, effect: Confirm, needs_sync: int) -> None:
-        """Answer now, or once the journal is synced up to ``needs_sync`` (durable transfers)."""
-        if needs_sync and needs_sync > self.hub.synced:
-            self._awaiting_sync.append((needs_sync, effect))
-            return
+    ordered_confirms = False
+    """Each transfer has its own outcome: only a durable one waits for the journal (the hub holds it)."""
+
+    def on_confirm(self, effect: Confirm) -> None:
+        """Answer now (the hub held a durable one until the journal synced it)."""
         # a batch's non-durable plain transfers are answered by _run_published, without the hub
         self._confirm(effect.token)
         self.on_output()
-
-    def on_synced(self, synced: int) -> None:
-        if not self._awaiting_sync:
-            return
-        ready = [c for n, c in self._awaiting_sync if n <= synced]
-        if not ready:
-            return
-        self._awaiting_sync = [(n, c) for n, c in self._awaiting_sync if n > synced]
-        for effect in ready:
-            self.on_effect(effect)
 
     def on_effect(self, effect: Effect) -> None:
         """Carry out one effect the core addressed to this connection."""

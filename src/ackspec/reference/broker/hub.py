@@ -6,8 +6,11 @@ core call returns goes through :meth:`Hub.apply`, which
 
 * queues :class:`~.effects.JournalAppend` records for the I/O layer (:meth:`take_journal`),
   numbering them: record *n* is durable once :meth:`mark_synced` reached *n*;
-* hands :class:`~.effects.Confirm` to the connection's handler together with the journal
-  sequence number it must wait for (0 = nothing to wait for);
+* owns the rule "confirm only what the journal made durable", for every protocol at once: a
+  durable :class:`~.effects.Confirm` is held until :meth:`mark_synced` covers the records queued
+  before it, then handed to the connection's handler; a handler whose confirms must keep their
+  order (:attr:`ConnectionHandler.ordered_confirms`: STOMP receipts) also gets its later confirms
+  only after the held ones;
 * hands every other effect to the handler of the connection it names.
 
 Group commit falls out of this: the I/O layer writes all queued records, fsyncs once, then
@@ -20,6 +23,7 @@ worth a short wait until it did (see ``BrokerServer``).
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Protocol
 
 from ackspec.reference.broker.core import BrokerCore
@@ -29,14 +33,15 @@ from ackspec.reference.broker.records import Record
 
 
 class ConnectionHandler(Protocol):
+    ordered_confirms: bool
+    """Confirms reach the peer in the order the core made them (a STOMP receipt acknowledges the frames
+    before it): a confirm waits behind a held durable one. False: only the durable ones wait."""
+
     def on_effect(self, effect: Effect) -> None:
         """A Deliver, Reject, Drained or Close for this connection."""
 
-    def on_confirm(self, effect: Confirm, needs_sync: int) -> None:
-        """A Confirm; durable once the journal is synced up to ``needs_sync``."""
-
-    def on_synced(self, synced: int) -> None:
-        """The journal is durable up to record ``synced``."""
+    def on_confirm(self, effect: Confirm) -> None:
+        """A Confirm, to answer now: when durable, the journal holds what it confirms."""
 
 
 class Hub:
@@ -52,6 +57,8 @@ class Hub:
         """False for an in-memory broker: records are dropped and everything counts as synced."""
         self.awaiting: dict[ConnId, int] = {}
         """Connections with a durable confirm waiting for the journal, and the record it needs."""
+        self._held: dict[ConnId, deque[tuple[int, Confirm]]] = {}
+        """Per connection, the confirms held back in order, each with the record it needs (0: none)."""
         self.released: frozenset[ConnId] = frozenset()
         """Connections whose durable confirms the last :meth:`mark_synced` released."""
 
@@ -61,6 +68,11 @@ class Hub:
     def detach(self, conn: ConnId) -> None:
         self.handlers.pop(conn, None)
         self.awaiting.pop(conn, None)
+        self._held.pop(conn, None)
+
+    def holds(self, conn: ConnId) -> bool:
+        """Confirms of ``conn`` are held back, waiting for the journal."""
+        return conn in self._held
 
     def apply(self, effects: list[Effect]) -> None:
         handlers = self.handlers
@@ -74,9 +86,10 @@ class Hub:
                 h = handlers.get(e.conn)
                 if h is not None:
                     needs = self.appended if e.durable and self.journaling else 0
-                    if needs > self.synced:
-                        self.awaiting[e.conn] = needs
-                    h.on_confirm(e, needs)
+                    if needs > self.synced or (h.ordered_confirms and e.conn in self._held):
+                        self._hold(e, needs)
+                    else:
+                        h.on_confirm(e)
             elif isinstance(e, JournalAppend):
                 if self.journaling:
                     self._journal.append(e.record)
@@ -91,7 +104,13 @@ class Hub:
         records, self._journal = self._journal, []
         return records, self.appended
 
+    def _hold(self, e: Confirm, needs: int) -> None:
+        self._held.setdefault(e.conn, deque()).append((needs, e))
+        if needs:
+            self.awaiting[e.conn] = needs
+
     def mark_synced(self, seq: int) -> None:
+        """The journal is durable up to record ``seq``: hand over the confirms it covers, in order."""
         if seq <= self.synced:
             return
         self.synced = seq
@@ -100,5 +119,31 @@ class Hub:
         for conn in released:
             del awaiting[conn]
         self.released = frozenset(released)
-        for h in list(self.handlers.values()):
-            h.on_synced(seq)
+        for conn in list(self._held):
+            self._release(conn, seq)
+
+    def _release(self, conn: ConnId, seq: int) -> None:
+        """The held confirms of ``conn`` that ``seq`` covers (for an ordered handler: up to the first it does not).
+
+        An ordered handler sees itself holding nothing only when its last confirm is handed over (a STOMP
+        session ends a DISCONNECT when nothing is held: its receipt comes last)."""
+        held = self._held.get(conn)
+        if held is None:  # detached by a handler that was just answered
+            return
+        h = self.handlers.get(conn)
+        if h is not None and h.ordered_confirms:
+            while held and held[0][0] <= seq:
+                e = held.popleft()[1]
+                if not held:
+                    del self._held[conn]
+                h.on_confirm(e)
+            return
+        ready = [e for needs, e in held if needs <= seq]
+        waiting = deque(item for item in held if item[0] > seq)
+        if waiting:
+            self._held[conn] = waiting
+        else:
+            del self._held[conn]
+        if h is not None:
+            for e in ready:
+                h.on_confirm(e)

@@ -51,7 +51,7 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.core import BrokerCore, CoreError
@@ -143,16 +143,27 @@ REQUIRED: Final[dict[str, tuple[str, ...]]] = {
 
 
 class _Receipt:
-    __slots__ = ("due", "frame", "needs")
+    """A RECEIPT held by fault injection until ``due`` (the journal's wait is the hub's)."""
 
-    def __init__(self, frame: bytes, needs: int, due: float) -> None:
+    __slots__ = ("due", "frame")
+
+    def __init__(self, frame: bytes, due: float) -> None:
         self.frame = frame
-        self.needs = needs
         self.due = due
+
+
+class _Answer(NamedTuple):
+    """A receipt the session makes itself (a negative one, with ``extra`` headers): answered in turn."""
+
+    receipt_id: str
+    extra: tuple[tuple[str, str], ...] = ()
 
 
 class StompSession:
     """One STOMP connection. ``conn_id`` must be unique in the hub."""
+
+    ordered_confirms = True
+    """A receipt acknowledges every frame before it: the hub keeps them in order (see :class:`~.hub.Hub`)."""
 
     def __init__(
         self,
@@ -182,9 +193,8 @@ class StompSession:
                                   commands=F.CLIENT_COMMANDS)
         self._out: list[bytes] = []
         self._receipts: deque[_Receipt] = deque()
-        self._durable_floor = 0  # journal seq every later receipt must wait for
         self._delayed: list[tuple[float, bytes]] = []  # delayed deliveries
-        self._batch: list[tuple[str, int]] = []  # withheld SEND receipts (batch confirm policy)
+        self._batch: list[str] = []  # withheld SEND receipts (batch confirm policy)
         self._batch_started = 0.0
         self._nack_counter = 0
         self._receipt_dest: dict[str, str] = {}  # receipt id -> SEND destination, while faults are active
@@ -362,8 +372,8 @@ class StompSession:
             policy = faults.confirm_policy(dest, self.conn_id, self.login)
             if policy is not None and policy.mode == "nack" and self._should_nack(frame, policy):
                 if receipt is not None:
-                    self._queue_receipt(receipt, 0, extra=(("ackspec-nack", "true"),
-                                                           ("message", "send rejected by fault injection")))
+                    self._answer(_Answer(receipt, (("ackspec-nack", "true"),
+                                                   ("message", "send rejected by fault injection"))))
                 return
             if receipt is not None:
                 self._receipt_dest[receipt] = dest  # receipt-side rules match on the SEND's destination
@@ -556,7 +566,7 @@ class StompSession:
             if failed is not None:  # fault injection: roll back instead, and say so
                 self.hub.apply(self.core.abort(self.conn_id, tx, confirm=_NO_RECEIPT))
                 if receipt is not None:
-                    self._queue_receipt(receipt, 0, extra=(("ackspec-nack", "true"), ("message", failed)))
+                    self._answer(_Answer(receipt, (("ackspec-nack", "true"), ("message", failed))))
                 return
         self.hub.apply(self.core.commit(self.conn_id, tx, confirm=receipt if receipt is not None else _NO_RECEIPT))
 
@@ -588,19 +598,20 @@ class StompSession:
         elif isinstance(effect, Close):
             self._fail(effect.reason, None)
 
-    def on_confirm(self, effect: Confirm, needs_sync: int) -> None:
+    def on_confirm(self, effect: Confirm) -> None:
+        """The core's (or the session's own) confirmation, in order and, when durable, after the journal sync
+        (the hub holds it until then)."""
         token = effect.token
-        self._durable_floor = max(self._durable_floor, needs_sync)
+        if effect.durable and self.hub.journaling:
+            self.tracer.trace("STOMP-RECEIPT-PERSISTENT-DURABLE")
         if token is _NO_RECEIPT:
             return
-        if isinstance(token, tuple):  # batch confirm policy
+        if isinstance(token, _Answer):
+            self._queue_receipt(token.receipt_id, token.extra)
+        elif isinstance(token, tuple):  # batch confirm policy
             self._batch_receipt(str(token[1]))
-            return
-        self._queue_receipt(str(token), self._durable_floor)
-
-    def on_synced(self, synced: int) -> None:
-        if self._receipts:
-            self._release_receipts(self.clock())
+        else:
+            self._queue_receipt(str(token))
 
     def _deliver(self, d: Deliver) -> None:
         msg = d.message
@@ -645,9 +656,13 @@ class StompSession:
     def _receipt_for(self, frame: Frame) -> None:
         receipt = frame.get("receipt")
         if receipt is not None:
-            self._queue_receipt(receipt, self._durable_floor)
+            self._answer(receipt)
 
-    def _queue_receipt(self, receipt_id: str, needs: int, extra: tuple[tuple[str, str], ...] = ()) -> None:
+    def _answer(self, token: str | _Answer) -> None:
+        """A receipt of the session's own, through the hub: after the confirmations it holds for us."""
+        self.hub.apply([Confirm(self.conn_id, token)])
+
+    def _queue_receipt(self, receipt_id: str, extra: tuple[tuple[str, str], ...] = ()) -> None:
         faults = self.faults
         delay = 0.0
         dest = self._receipt_dest.pop(receipt_id, None) if self._receipt_dest else None
@@ -663,11 +678,11 @@ class StompSession:
             frame = encode(Frame(F.RECEIPT, (("receipt-id", receipt_id), *extra)), self.version)
         else:  # the common case, formatted directly
             frame = b"RECEIPT\nreceipt-id:" + escape(receipt_id, self.version).encode() + b"\n\n\x00"
-        if not self._receipts and needs <= self.hub.synced and delay <= 0:
+        if not self._receipts and delay <= 0:
             self._write(frame)
             self.tracer.trace("STOMP-RECEIPT-AFTER-PROCESSING", receipt_id)
         else:
-            self._receipts.append(_Receipt(frame, needs, self.clock() + delay))
+            self._receipts.append(_Receipt(frame, self.clock() + delay))
         if self.state is State.DISCONNECTING:
             self._maybe_finish_disconnect()
 
@@ -676,31 +691,28 @@ class StompSession:
         policy = self.faults.confirm_policy(dest, self.conn_id, self.login) if self.faults is not None else None
         if not self._batch:
             self._batch_started = self.clock()
-        self._batch.append((receipt_id, self._durable_floor))
+        self._batch.append(receipt_id)
         if policy is None or len(self._batch) >= policy.batch_size:
             self._flush_batch()
 
     def _flush_batch(self) -> None:
         if self._batch:
-            for covered, _ in self._batch[:-1]:
+            for covered in self._batch[:-1]:
                 self._receipt_dest.pop(covered, None)
-            receipt_id, needs = self._batch[-1]
+            receipt_id = self._batch[-1]
             self._batch.clear()
             self.tracer.trace("SOLACE-WINDOW-ACK-CUMULATIVE", receipt_id)
-            self._queue_receipt(receipt_id, needs)
+            self._queue_receipt(receipt_id)
 
     def _release_receipts(self, now: float) -> None:
-        synced = self.hub.synced
         q = self._receipts
-        while q and q[0].needs <= synced and q[0].due <= now:
-            r = q.popleft()
-            if r.needs:
-                self.tracer.trace("STOMP-RECEIPT-PERSISTENT-DURABLE")
-            self._write(r.frame)
+        while q and q[0].due <= now:
+            self._write(q.popleft().frame)
         self._maybe_finish_disconnect()
 
     def _maybe_finish_disconnect(self) -> None:
-        if self.state is State.DISCONNECTING and not self._receipts and not self._batch:
+        if (self.state is State.DISCONNECTING and not self._receipts and not self._batch
+                and not self.hub.holds(self.conn_id)):
             self.state = State.CLOSED
             self.close_requested = True
             self.hub.detach(self.conn_id)
