@@ -402,6 +402,7 @@ class AmqpConnection:
             return
         links = self._links
         peek = _collector_peek
+        on_delivery = self._on_delivery
         walk: _InLink | None = None  # a link whose transfers are read by walking it (see _links_changed)
         until: Any = None  # ... up to this delivery, the one of the last delivery event popped unread
         while True:
@@ -426,40 +427,17 @@ class AmqpConnection:
                 continue
             try:
                 if kind == _PN_DELIVERY:
-                    dlv = _event_delivery(event)
-                    # the only link we send on: its own ids tell its deliveries (no pn_delivery_link)
-                    out = self._single_out
-                    if out is None or (delivery_id := out.ids.get(dlv)) is None:
-                        owner = links.get(_delivery_link(dlv))
-                        if owner is None:
-                            continue  # a link we refused or closed
-                        if owner.__class__ is _InLink:
-                            self._transfer(dlv, owner)
-                            continue
-                        out = cast(_OutLink, owner)
-                        delivery_id = out.ids.get(dlv)
-                        if delivery_id is None:
-                            continue  # pre-settled, or its outcome is already being applied
-                    if (out is self._accepts_on and not self._publishes
-                            and _delivery_remote_state(dlv) == ACCEPTED and _delivery_settled(dlv)):
-                        # _disposition's common case, inline: a settled acceptance, batched
-                        del out.ids[dlv]
-                        _delivery_settle(dlv)
-                        self._accepts.append(delivery_id)
-                        continue
-                    self._disposition(dlv, out)
+                    on_delivery(_event_delivery(event))
                 elif kind == _PN_LINK_FLOW:
                     state = links.get(_event_link(event))
                     if state is not None and state.__class__ is _OutLink:
-                        if walk is not None:  # the transfers read so far come first
-                            self._walk(walk, until)
-                            walk = None
+                        self._walk_first(walk, until)  # the transfers read so far come first
+                        walk = None
                         self._flush_batches()
                         self._flow(state)
                 elif kind in _WANTED_EVENTS:
-                    if walk is not None:
-                        self._walk(walk, until)
-                        walk = None
+                    self._walk_first(walk, until)
+                    walk = None
                     self._flush_batches()
                     wrapped = Event.wrap(event)  # type: ignore[no-untyped-call]
                     if wrapped is not None:
@@ -469,6 +447,36 @@ class AmqpConnection:
             finally:
                 _collector_pop(collector)
 
+
+    def _walk_first(self, walk: _InLink | None, until: Any) -> None:
+        """Read the transfers a pending walk covers (if any) before an event that must come after them."""
+        if walk is not None:
+            self._walk(walk, until)
+
+    def _on_delivery(self, dlv: Ptr) -> None:
+        """A delivery event (the most common): a transfer on one of our receiving links, or the peer's
+        disposition of one of our deliveries."""
+        # the only link we send on: its own ids tell its deliveries (no pn_delivery_link)
+        out = self._single_out
+        if out is None or (delivery_id := out.ids.get(dlv)) is None:
+            owner = self._links.get(_delivery_link(dlv))
+            if owner is None:
+                return  # a link we refused or closed
+            if owner.__class__ is _InLink:
+                self._transfer(dlv, owner)
+                return
+            out = cast(_OutLink, owner)
+            delivery_id = out.ids.get(dlv)
+            if delivery_id is None:
+                return  # pre-settled, or its outcome is already being applied
+        if (out is self._accepts_on and not self._publishes
+                and _delivery_remote_state(dlv) == ACCEPTED and _delivery_settled(dlv)):
+            # _disposition's common case, inline: a settled acceptance, batched
+            del out.ids[dlv]
+            _delivery_settle(dlv)
+            self._accepts.append(delivery_id)
+            return
+        self._disposition(dlv, out)
     def _process(self) -> None:
         self._dispatch()
         self._replenish()

@@ -236,17 +236,7 @@ def read_message(b: bytes) -> Incoming:
         pos += 3
         kind = b[pos] if pos < end else -1
         if code == DATA:
-            if kind == 0xA0 and pos + 1 < end:  # vbin8: the usual body
-                stop = pos + 2 + b[pos + 1]
-                body = b[pos + 2:stop]
-            elif kind == 0xB0:
-                stop = _skip(b, pos, end)
-                body = b[pos + 5:stop]
-            else:
-                raise Unhandled("data section is not binary")
-            if stop > end:
-                raise Unhandled("truncated")
-            pos = stop
+            body, pos = _data_section(b, pos, end, kind)
             last = AMQP_VALUE  # one body section only
         elif kind == 0x45 and code in (HEADER, PROPERTIES):  # an empty list: nothing set
             pos += 1
@@ -257,11 +247,7 @@ def read_message(b: bytes) -> Incoming:
         elif code == APPLICATION_PROPERTIES:
             pos = _application_properties(b, pos, end, props)
         elif code == AMQP_VALUE:
-            if kind not in (0xA0, 0xB0):
-                raise Unhandled("amqp-value is not binary")  # a JMS TextMessage, MapMessage...: typed
-            stop = _skip(b, pos, end)
-            body = b[pos + (2 if kind < 0xB0 else 5):stop]
-            pos = stop
+            body, pos = _binary_value(b, pos, end, kind)
         elif code == MESSAGE_ANNOTATIONS:
             raise Unhandled("message annotations")  # the JMS message type among them: typed
         elif code in (DELIVERY_ANNOTATIONS, FOOTER):
@@ -275,6 +261,29 @@ def read_message(b: bytes) -> Incoming:
     headers: list[tuple[str, str]] = [(name, mapped[name]) for name in _MAPPED_ORDER if name in mapped]
     headers += [(k, v) for k, v in props.items() if k not in _RESERVED]
     return Incoming(body or b"", tuple(headers), durable, to)
+
+
+def _data_section(b: bytes, pos: int, end: int, kind: int) -> tuple[bytes, int]:
+    """A data section's binary (``kind`` its constructor at ``pos``) and the position after it."""
+    if kind == 0xA0 and pos + 1 < end:  # vbin8: the usual body
+        stop = pos + 2 + b[pos + 1]
+        body = b[pos + 2:stop]
+    elif kind == 0xB0:
+        stop = _skip(b, pos, end)
+        body = b[pos + 5:stop]
+    else:
+        raise Unhandled("data section is not binary")
+    if stop > end:
+        raise Unhandled("truncated")
+    return body, stop
+
+
+def _binary_value(b: bytes, pos: int, end: int, kind: int) -> tuple[bytes, int]:
+    """An amqp-value section holding a binary, and the position after it (any other value is typed)."""
+    if kind not in (0xA0, 0xB0):
+        raise Unhandled("amqp-value is not binary")  # a JMS TextMessage, MapMessage...: typed
+    stop = _skip(b, pos, end)
+    return b[pos + (2 if kind < 0xB0 else 5):stop], stop
 
 
 def _properties(b: bytes, pos: int, end: int, mapped: dict[str, str]) -> tuple[str | None, int]:

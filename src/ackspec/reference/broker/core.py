@@ -1003,45 +1003,14 @@ class BrokerCore:
 
     def _dispatch_round_robin(self, q: _Queue, out: list[Effect]) -> None:
         """:meth:`_dispatch` choosing a consumer per message, round robin over those with room."""
-        consumers = q.consumers
         ready = q.ready
         returned = q.returned
         deliver = self._deliver
+        choose = self._choose
         passed: list[_Entry] = []  # waiting for a blocked consumer, behind messages others may take
-        while True:
-            if returned:
-                entry = returned[0]
-            elif ready:
-                entry = ready[0]
-            else:
-                break
-            n = len(consumers)
-            chosen: _Sub | None = None
-            blocked = False
-            unwanted = False  # a consumer with room did not want it (selector, undeliverable-here)
-            rr = q.rr
-            for i in range(n):
-                s = consumers[(rr + i) % n]
-                if not s.conn.writable:
-                    blocked = True
-                    continue
-                credit = s.credit
-                if credit is not None and credit <= 0:
-                    blocked = True
-                    continue
-                prefetch = s.prefetch
-                if prefetch is not None and len(s.unacked) >= prefetch:
-                    blocked = True
-                    continue
-                if entry.excluded is not None and s.key in entry.excluded:
-                    unwanted = True
-                    continue
-                if s.selector is not None and not s.selector.matches(entry.msg):
-                    unwanted = True
-                    continue  # left for a consumer it matches (JMS 3.8)
-                chosen = s
-                q.rr = (rr + i + 1) % n
-                break
+        while returned or ready:
+            entry = returned[0] if returned else ready[0]
+            chosen, blocked, unwanted = choose(q, entry)
             if chosen is None and blocked and (not unwanted or len(passed) >= PASS_OVER_LIMIT):
                 break  # every consumer is blocked (or enough waiting messages were passed over)
             if returned:
@@ -1050,15 +1019,37 @@ class BrokerCore:
                 ready.popleft()
             if entry.msg.typed is not None and self._expired(entry, out):
                 continue
-            if chosen is None and blocked:
+            if chosen is not None:
+                deliver(chosen, entry, out)
+            elif blocked:
                 passed.append(entry)  # only a blocked consumer wants it: the ones after it may go on
-                continue
-            if chosen is None:
+            else:
                 q.parked.append(entry)  # undeliverable to every current consumer
-                continue
-            deliver(chosen, entry, out)
         for entry in passed:  # back at the head, in their original order
             heapq.heappush(returned, entry)
+
+    @staticmethod
+    def _choose(q: _Queue, entry: _Entry) -> tuple[_Sub | None, bool, bool]:
+        """The next consumer in turn that may take ``entry`` (None: none), whether a consumer was blocked
+        (not writable, no credit, prefetch full), and whether one with room did not want it (a selector,
+        undeliverable-here)."""
+        consumers = q.consumers
+        n = len(consumers)
+        blocked = unwanted = False
+        rr = q.rr
+        for i in range(n):
+            s = consumers[(rr + i) % n]
+            credit, prefetch = s.credit, s.prefetch
+            if (not s.conn.writable or (credit is not None and credit <= 0)
+                    or (prefetch is not None and len(s.unacked) >= prefetch)):
+                blocked = True
+            elif (entry.excluded is not None and s.key in entry.excluded) or (
+                    s.selector is not None and not s.selector.matches(entry.msg)):
+                unwanted = True  # left for a consumer it matches (JMS 3.8)
+            else:
+                q.rr = (rr + i + 1) % n
+                return s, blocked, unwanted
+        return None, blocked, unwanted
 
     def _dispatch_to(self, q: _Queue, s: _Sub, out: list[Effect]) -> None:
         """:meth:`_dispatch` for a queue with one consumer (the usual case): the same deliveries,
@@ -1175,6 +1166,24 @@ class BrokerCore:
         counted (delivery-count 2 on the wire): a message marked redelivered has a count of at least
         2 (JMS 3.5.11), and the journal does not keep exact counts (which 3.5.11 allows).
         """
+        live, owner, durables = self._replay(records)
+        for key, made in durables.items():
+            self._add_durable(key, made.destination, parse_selector(made.selector), made.no_local)
+        max_seq = 0
+        for mid, m in live.items():  # dict order = journal order = enqueue order
+            kept_by = owner.get(mid)
+            q = self._queue(m.destination) if kept_by is None else self._durables.get(kept_by)
+            if q is None:
+                continue  # kept by a subscription that is gone (cannot happen with a whole journal)
+            q.enqueue(_Entry(m, next(self._pos), 1, True))
+            self._journaled.add(m.message_id)
+            max_seq = max(max_seq, m.seq)
+        self._seq = itertools.count(max_seq + 1)
+
+    def _replay(self, records: Iterable[Record]) -> tuple[dict[str, Message], dict[str, DurableKey],
+                                                          dict[DurableKey, DurableSubscribed]]:
+        """What the records leave: the live messages (journal order), the durable subscription keeping
+        each copy, and how each durable subscription was made."""
         live: dict[str, Message] = {}
         owner: dict[str, DurableKey] = {}  # copy id -> the durable subscription keeping it
         durables: dict[DurableKey, DurableSubscribed] = {}  # durable subscription -> how it was made
@@ -1207,18 +1216,7 @@ class BrokerCore:
                 for mid in r.removed:
                     live.pop(mid, None)
                     owner.pop(mid, None)
-        for key, made in durables.items():
-            self._add_durable(key, made.destination, parse_selector(made.selector), made.no_local)
-        max_seq = 0
-        for mid, m in live.items():  # dict order = journal order = enqueue order
-            kept_by = owner.get(mid)
-            q = self._queue(m.destination) if kept_by is None else self._durables.get(kept_by)
-            if q is None:
-                continue  # kept by a subscription that is gone (cannot happen with a whole journal)
-            q.enqueue(_Entry(m, next(self._pos), 1, True))
-            self._journaled.add(m.message_id)
-            max_seq = max(max_seq, m.seq)
-        self._seq = itertools.count(max_seq + 1)
+        return live, owner, durables
 
     @staticmethod
     def _restore_copy(record: StoredCopy, live: dict[str, Message], owner: dict[str, DurableKey]) -> None:

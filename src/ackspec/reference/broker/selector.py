@@ -39,7 +39,7 @@ import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from ackspec.reference.broker.model import Headers, Message
 
@@ -142,36 +142,10 @@ def _tokenize(text: str, offset: int) -> list[_Tok]:
         if c in _WHITESPACE:
             i += 1
         elif c == "'":
-            j, parts = i + 1, []
-            while True:
-                k = text.find("'", j)
-                if k < 0:
-                    raise _error("unterminated string literal starting", pos)
-                parts.append(text[j:k])
-                if text.startswith("'", k + 1):
-                    parts.append("'")
-                    j = k + 2
-                else:
-                    break
-            toks.append(_Tok("str", "".join(parts), pos, text[i:k + 1]))
-            i = k + 1
+            tok, i = _string_literal(text, i, pos)
+            toks.append(tok)
         elif (m := _NUMBER.match(text, i)) is not None:
-            src = m.group()
-            if m.end() < n and (_is_part(text[m.end()]) or text[m.end()] == "."):
-                raise _error(f"malformed number {_clip(text[i:m.end() + 1])}", pos)
-            if (f := m.group("float")) is not None:
-                value = float(f)
-                if value in (float("inf"), float("-inf")):
-                    raise _error(f"number {_clip(src)} out of range", pos)
-                toks.append(_Tok("num", value, pos, src))
-            elif (h := m.group("hex")) is not None:
-                toks.append(_Tok("num", _signed64(int(h, 16), src, pos), pos, src))
-            elif len(d := m.group("int")) > 1 and d.startswith("0"):
-                if not set(d) <= set("01234567"):
-                    raise _error(f"malformed octal number {_clip(src)}", pos)
-                toks.append(_Tok("num", _signed64(int(d, 8), src, pos), pos, src))
-            else:
-                toks.append(_Tok("int", int(d) if len(d) <= 20 else 2**64, pos, src))
+            toks.append(_number(text, m, pos))
             i = m.end()
         elif _is_start(c):
             j = i + 1
@@ -189,6 +163,40 @@ def _tokenize(text: str, offset: int) -> list[_Tok]:
             i += len(op)
     toks.append(_Tok("end", "", n + offset, ""))
     return toks
+
+
+def _string_literal(text: str, i: int, pos: int) -> tuple[_Tok, int]:
+    """The string literal opening at ``text[i]`` (``''`` is a quote inside) and the index after it."""
+    j, parts = i + 1, []
+    while True:
+        k = text.find("'", j)
+        if k < 0:
+            raise _error("unterminated string literal starting", pos)
+        parts.append(text[j:k])
+        if not text.startswith("'", k + 1):
+            return _Tok("str", "".join(parts), pos, text[i:k + 1]), k + 1
+        parts.append("'")
+        j = k + 2
+
+
+def _number(text: str, m: re.Match[str], pos: int) -> _Tok:
+    """The numeric literal ``m`` matched: approximate, hexadecimal, octal or decimal."""
+    src, n = m.group(), len(text)
+    if m.end() < n and (_is_part(text[m.end()]) or text[m.end()] == "."):
+        raise _error(f"malformed number {_clip(text[m.start():m.end() + 1])}", pos)
+    if (f := m.group("float")) is not None:
+        value = float(f)
+        if value in (float("inf"), float("-inf")):
+            raise _error(f"number {_clip(src)} out of range", pos)
+        return _Tok("num", value, pos, src)
+    if (h := m.group("hex")) is not None:
+        return _Tok("num", _signed64(int(h, 16), src, pos), pos, src)
+    d = m.group("int")
+    if len(d) > 1 and d.startswith("0"):
+        if not set(d) <= set("01234567"):
+            raise _error(f"malformed octal number {_clip(src)}", pos)
+        return _Tok("num", _signed64(int(d, 8), src, pos), pos, src)
+    return _Tok("int", int(d) if len(d) <= 20 else 2**64, pos, src)
 
 
 # --- tree -------------------------------------------------------------------------------------------
@@ -596,63 +604,84 @@ def _compile(node: _Node, height: int) -> Eval:
     """The node as a closure over the message; each kind of node is one small function."""
     if height > _MAX_TREE_HEIGHT:
         raise SelectorError(f"selector: expression nested too deeply (tree more than {_MAX_TREE_HEIGHT} levels)")
-    sub = height + 1
-    if isinstance(node, _Lit):
-        value = node.value
-        return lambda m: value
-    if isinstance(node, _Ident):
-        return _identifier(node.name)
-    if isinstance(node, _Unary):
-        f, negate = _compile(node.operand, sub), node.negate
+    return _COMPILERS[type(node)](node, height + 1)
 
-        def unary(m: Message) -> Value:
+
+def _compile_lit(node: _Lit, sub: int) -> Eval:
+    value = node.value
+    return lambda m: value
+
+
+def _compile_ident(node: _Ident, sub: int) -> Eval:
+    return _identifier(node.name)
+
+
+def _compile_unary(node: _Unary, sub: int) -> Eval:
+    f, negate = _compile(node.operand, sub), node.negate
+
+    def unary(m: Message) -> Value:
+        x = f(m)
+        if not _is_num(x):
+            return None
+        assert isinstance(x, int | float)
+        return (_wrap(-x) if type(x) is int else -x) if negate else x
+    return unary
+
+
+def _compile_arith(node: _Arith, sub: int) -> Eval:
+    first = _compile(node.first, sub)
+    rest = [(_ARITH[op], _compile(x, sub)) for op, x in node.rest]
+
+    def arith(m: Message) -> Value:
+        acc = first(m)
+        for op, f in rest:
             x = f(m)
-            if not _is_num(x):
+            if not (_is_num(acc) and _is_num(x)):
                 return None
-            assert isinstance(x, int | float)
-            return (_wrap(-x) if type(x) is int else -x) if negate else x
-        return unary
-    if isinstance(node, _Arith):
-        first = _compile(node.first, sub)
-        rest = [(_ARITH[op], _compile(x, sub)) for op, x in node.rest]
+            assert isinstance(acc, int | float) and isinstance(x, int | float)
+            acc = op(acc, x)
+            if type(acc) is int:
+                acc = _wrap(acc)
+        return acc if _is_num(acc) else None
+    return arith
 
-        def arith(m: Message) -> Value:
-            acc = first(m)
-            for op, f in rest:
-                x = f(m)
-                if not (_is_num(acc) and _is_num(x)):
-                    return None
-                assert isinstance(acc, int | float) and isinstance(x, int | float)
-                acc = op(acc, x)
-                if type(acc) is int:
-                    acc = _wrap(acc)
-            return acc if _is_num(acc) else None
-        return arith
-    if isinstance(node, _Compare):
-        op, lf, rf = node.op, _compile(node.left, sub), _compile(node.right, sub)
-        return lambda m: _compare(op, lf(m), rf(m))
-    if isinstance(node, _Between):
-        xf, lo, hi, neg = _compile(node.operand, sub), _compile(node.low, sub), _compile(node.high, sub), node.negated
 
-        def between(m: Message) -> Value:
-            x = xf(m)
-            r = _and3(_compare("<=", lo(m), x), _compare("<=", x, hi(m)))
-            return _not3(r) if neg else r
-        return between
-    if isinstance(node, _In | _Like):
-        xf, neg = _identifier(node.operand.name), node.negated
-        test = node.values.__contains__ if isinstance(node, _In) else node.match
+def _compile_compare(node: _Compare, sub: int) -> Eval:
+    op, lf, rf = node.op, _compile(node.left, sub), _compile(node.right, sub)
+    return lambda m: _compare(op, lf(m), rf(m))
 
-        def string_test(m: Message) -> Value:
-            x = xf(m)
-            return (test(x) != neg) if type(x) is str else None
-        return string_test
-    if isinstance(node, _IsNull):
-        xf, neg = _identifier(node.operand.name), node.negated
-        return lambda m: (xf(m) is None) != neg
-    if isinstance(node, _Not):
-        f, invert = _compile(node.operand, sub), node.invert
-        return lambda m: _not3(f(m)) if invert else _truth(f(m))
+
+def _compile_between(node: _Between, sub: int) -> Eval:
+    xf, lo, hi, neg = _compile(node.operand, sub), _compile(node.low, sub), _compile(node.high, sub), node.negated
+
+    def between(m: Message) -> Value:
+        x = xf(m)
+        r = _and3(_compare("<=", lo(m), x), _compare("<=", x, hi(m)))
+        return _not3(r) if neg else r
+    return between
+
+
+def _compile_string_test(node: _In | _Like, sub: int) -> Eval:
+    xf, neg = _identifier(node.operand.name), node.negated
+    test = node.values.__contains__ if isinstance(node, _In) else node.match
+
+    def string_test(m: Message) -> Value:
+        x = xf(m)
+        return (test(x) != neg) if type(x) is str else None
+    return string_test
+
+
+def _compile_is_null(node: _IsNull, sub: int) -> Eval:
+    xf, neg = _identifier(node.operand.name), node.negated
+    return lambda m: (xf(m) is None) != neg
+
+
+def _compile_not(node: _Not, sub: int) -> Eval:
+    f, invert = _compile(node.operand, sub), node.invert
+    return lambda m: _not3(f(m)) if invert else _truth(f(m))
+
+
+def _compile_logic(node: _Logic, sub: int) -> Eval:
     fs = tuple(_compile(t, sub) for t in node.terms)
     stop = node.op == "OR"  # the value that decides the whole: FALSE for AND, TRUE for OR
 
@@ -666,6 +695,14 @@ def _compile(node: _Node, height: int) -> Eval:
                 unknown = True
         return None if unknown else not stop
     return logic
+
+
+_COMPILERS: Final[dict[type, Callable[[Any, int], Eval]]] = {
+    _Lit: _compile_lit, _Ident: _compile_ident, _Unary: _compile_unary, _Arith: _compile_arith,
+    _Compare: _compile_compare, _Between: _compile_between, _In: _compile_string_test, _Like: _compile_string_test,
+    _IsNull: _compile_is_null, _Not: _compile_not, _Logic: _compile_logic,
+}
+"""How each kind of node compiles (one function each)."""
 
 
 def _truth(x: Value) -> bool | None:

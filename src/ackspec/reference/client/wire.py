@@ -421,24 +421,28 @@ class StompWire:
             self._ended = self._ended or (f"{type(exc).__name__}: {exc}", None)
             return
         for item in items:
-            if not isinstance(item, Frame):
-                continue
-            if item.command == "RECEIPT":
-                token = item.get("receipt-id") or ""
-                if item.get(REJECTED_OUTCOME_HEADER) == "rejected" or item.get(NACK_HEADER) == "true":
-                    self._events.on_rejected(token, item.get("message") or "rejected by the broker")
-                else:
-                    self._events.on_receipt(token, dict(item.headers))
-            elif item.command == "MESSAGE":
-                self._events.on_message(item.get("subscription") or "", item.get("ack") or "",
-                                        dict(item.headers), item.body)
-            elif item.command == "ERROR":
-                error = item.get("message", "ERROR frame") or "ERROR frame"
-                detail = item.body.decode(errors="replace").strip()
-                if detail:
-                    error = f"{error}: {detail[:200]}"
-                self._ended = (error, item.get("receipt-id"))
+            if isinstance(item, Frame) and not self._dispatch_frame(item):
                 return
+
+    def _dispatch_frame(self, item: Frame) -> bool:
+        """Hand one frame from the broker to the events; False after an ERROR (the connection is over)."""
+        if item.command == "RECEIPT":
+            token = item.get("receipt-id") or ""
+            if item.get(REJECTED_OUTCOME_HEADER) == "rejected" or item.get(NACK_HEADER) == "true":
+                self._events.on_rejected(token, item.get("message") or "rejected by the broker")
+            else:
+                self._events.on_receipt(token, dict(item.headers))
+        elif item.command == "MESSAGE":
+            self._events.on_message(item.get("subscription") or "", item.get("ack") or "",
+                                    dict(item.headers), item.body)
+        elif item.command == "ERROR":
+            error = item.get("message", "ERROR frame") or "ERROR frame"
+            detail = item.body.decode(errors="replace").strip()
+            if detail:
+                error = f"{error}: {detail[:200]}"
+            self._ended = (error, item.get("receipt-id"))
+            return False
+        return True
 
     def _park(self) -> bool:
         """Reader thread: wait while a pumper reads, and for READER_LINGER after the last pump ended

@@ -134,6 +134,13 @@ def encode(frame: Frame, version: str = "1.2", *, content_length: bool = False) 
     return "".join(parts).encode() + body + b"\x00"
 
 
+def _after_crlf(buf: bytearray, pos: int) -> int:
+    """The position after the CR LF at ``pos`` (a heart-beat EOL); a CR without its LF is malformed."""
+    if buf[pos + 1] != 0x0A:
+        raise StompProtocolError("malformed frame: CR not followed by LF")
+    return pos + 2
+
+
 class FrameParser:
     """Incremental STOMP parser with limits. See the module docstring.
 
@@ -224,9 +231,7 @@ class FrameParser:
                     if first == 0x0D:
                         if pos + 1 >= n:
                             return
-                        if buf[pos + 1] != 0x0A:
-                            raise StompProtocolError("malformed frame: CR not followed by LF")
-                        pos += 2
+                        pos = _after_crlf(buf, pos)
                         append(HEARTBEAT)
                         continue
                     scan = self._scan if self._scan > pos else pos

@@ -340,43 +340,27 @@ class StompSession:
         persistent = False
         user: list[tuple[str, str]] = []
         for name, value in frame.headers:  # one pass; first occurrence of a header wins
-            if name in RESERVED_HEADERS:
-                if name == "destination":
-                    if dest is None:
-                        dest = value
-                elif name == "receipt":
-                    if receipt is None:
-                        receipt = value
-                elif name == "transaction":
-                    if tx is None:
-                        tx = value
-                elif name == "persistent" and value == "true":
-                    persistent = True
-            else:
+            if name not in RESERVED_HEADERS:
                 user.append((name, value))
+            elif name == "destination":
+                dest = value if dest is None else dest
+            elif name == "receipt":
+                receipt = value if receipt is None else receipt
+            elif name == "transaction":
+                tx = value if tx is None else tx
+            elif name == "persistent" and value == "true":
+                persistent = True
         if not dest:
             self._fail("SEND frame has an empty 'destination' header", frame)
             return
         if self.auth.acl is not None and not self.auth.permits(self.login, "write", dest):
             self._fail(f"not authorised to write to {dest!r}", frame)
             return
-        faults = self.faults
         policy: ConfirmPolicy | None = None
-        if faults is not None and faults.active:
-            rules = faults.rules_for(dest, self.conn_id, self.login)
-            for rule in rules:
-                if rule.reject_send is not None:
-                    self.tracer.trace("STOMP-SEND-ERROR-WHEN-UNPROCESSABLE", dest)
-                    self._fail(rule.reject_send, frame)
-                    return
-            policy = faults.confirm_policy(dest, self.conn_id, self.login)
-            if policy is not None and policy.mode == "nack" and self._should_nack(frame, policy):
-                if receipt is not None:
-                    self._answer(_Answer(receipt, (("ackspec-nack", "true"),
-                                                   ("message", "send rejected by fault injection"))))
+        if self.faults is not None and self.faults.active:
+            answered, policy = self._send_faults(self.faults, frame, dest, receipt)
+            if answered:
                 return
-            if receipt is not None:
-                self._receipt_dest[receipt] = dest  # receipt-side rules match on the SEND's destination
         self.sends += 1
         token: object = receipt if receipt is not None else _NO_RECEIPT
         if policy is not None and policy.mode == "batch" and receipt is not None and tx is None:
@@ -385,6 +369,25 @@ class StompSession:
             token = None  # no receipt and nothing durable to wait for: no Confirm effect at all
         self.hub.apply(self.core.publish(self.conn_id, dest, frame.body, tuple(user), persistent=persistent,
                                          tx=tx, confirm=token))
+
+    def _send_faults(self, faults: FaultInjector, frame: Frame, dest: str,
+                     receipt: str | None) -> tuple[bool, ConfirmPolicy | None]:
+        """Fault injection on a SEND: (whether it was answered here, rejected or negatively acknowledged;
+        the confirmation policy that applies to it)."""
+        for rule in faults.rules_for(dest, self.conn_id, self.login):
+            if rule.reject_send is not None:
+                self.tracer.trace("STOMP-SEND-ERROR-WHEN-UNPROCESSABLE", dest)
+                self._fail(rule.reject_send, frame)
+                return True, None
+        policy = faults.confirm_policy(dest, self.conn_id, self.login)
+        if policy is not None and policy.mode == "nack" and self._should_nack(frame, policy):
+            if receipt is not None:
+                self._answer(_Answer(receipt, (("ackspec-nack", "true"),
+                                               ("message", "send rejected by fault injection"))))
+            return True, policy
+        if receipt is not None:
+            self._receipt_dest[receipt] = dest  # receipt-side rules match on the SEND's destination
+        return False, policy
 
     def _should_nack(self, frame: Frame, policy: ConfirmPolicy) -> bool:
         if frame.get("ackspec-nack") == "true":
