@@ -95,26 +95,14 @@ class KnownDeviation:
 
 
 def deviations_of(profile: Mapping[str, Any] | None) -> list[KnownDeviation]:
-    """The profile's ``deviations`` (a list of mappings, or a mapping ``{requirement: reason}``)."""
+    """The profile's ``deviations``, as the spec loader validated them: a list of entries, each naming a
+    requirement, with a reason and the scope it documents."""
     if not profile:
         return []
-    raw = profile.get("deviations") or {}
-    out: list[KnownDeviation] = []
-    if isinstance(raw, Mapping):
-        for req, reason in raw.items():
-            text = reason.get("reason", "") if isinstance(reason, Mapping) else reason
-            out.append(KnownDeviation(str(req), str(text or "")))
-    elif isinstance(raw, list):
-        for item in raw:
-            if isinstance(item, Mapping):
-                req = item.get("requirement") or item.get("id")
-                if req:
-                    protocols = tuple(str(p) for p in item.get("protocols") or ())
-                    out.append(KnownDeviation(str(req), str(item.get("reason", "")), item.get("test"), protocols,
-                                              bool(item.get("intermittent", False)), item.get("check")))
-            elif isinstance(item, str):
-                out.append(KnownDeviation(item, ""))
-    return out
+    return [KnownDeviation(str(item["requirement"]), str(item.get("reason", "")), item.get("test"),
+                           tuple(str(p) for p in item.get("protocols") or ()), bool(item.get("intermittent", False)),
+                           item.get("check"))
+            for item in profile.get("deviations") or ()]
 
 
 def probe(url: str, timeout: float = 2.0) -> None:
