@@ -219,8 +219,10 @@ class _Remembering(deque[Any]):
 
 
 class RecoverWithoutNack(_Mutant):
-    """recover() hands the unprocessed messages out again from its own buffer and NACKs none: a later
-    cumulative ACK covers them (breaks STOMP-NACK-CLIENT-SHOULD-NACK)."""
+    """recover() hands the unprocessed messages out again from its own buffer, NACKs none and does not mark
+    them redelivered, so neither the broker nor the application learns they came back: a later cumulative
+    ACK covers them as if processed once (breaks STOMP-NACK-CLIENT-SHOULD-NACK; the reference client's own
+    local redelivery marks and counts them)."""
 
     def mutate_consumer(self, consumer: MessageConsumer) -> None:
         with consumer.session.connection.cond:  # deliveries may already be arriving

@@ -162,14 +162,21 @@ def test_listener_closing_its_own_consumer_completes(make_cut: MakeCut, env: Env
 
 @requirement("STOMP-NACK-CLIENT-SHOULD-NACK")
 def test_unprocessed_messages_are_nacked_not_left_to_a_cumulative_ack(make_cut: MakeCut, env: Env) -> None:
-    cut, q, s, c, _ = holding_two(make_cut, env, ClientFeature.RECOVER, ack_mode=CLIENT)
+    """recover(): the application did not process the two messages. The client NACKs them, or gives them to
+    the application again itself (local redelivery, as ActiveMQ's client does, which keeps JMS 6.2.10's
+    order ahead of what it prefetched); either way no ACK covers them before the application has them."""
+    cut, q, s, c, first = holding_two(make_cut, env, ClientFeature.RECOVER, ack_mode=CLIENT)
     proxy = env.stomp_proxy
     cut.recover(s)  # the application says: these were not processed
     again = [cut.receive(c, TIMEOUT) for _ in range(2)]
     assert all(again)
     ids = [f.get("ack") for _, f in proxy.broker_frames if f.command == "MESSAGE" and f.get("destination") == q]
     nacked = {f.get("id") for _, f in proxy.client_frames if f.command == "NACK"}
-    assert set(ids[:2]) <= nacked, "messages given back by recover() were not NACKed (left to a later ACK)"
+    acked = [f.get("id") for _, f in proxy.client_frames if f.command == "ACK"]
+    local = [(m.body, m.redelivered) for m in again if m] == [(m.body, True) for m in first if m]
+    assert set(ids[:2]) <= nacked or (local and not set(ids[:2]) & set(acked)), (
+        "messages given back by recover() were neither NACKed nor redelivered by the client itself before an ACK "
+        f"(NACKed {sorted(nacked & set(ids[:2]))}, ACKed {acked}, received again {[m.body for m in again if m]})")
 
 
 @requirement("AMQ-TX-FAILED-COMMIT-ROLLS-BACK")

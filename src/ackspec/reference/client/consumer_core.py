@@ -203,6 +203,10 @@ class ConsumerAckCore:
     def commit(self) -> list[AckRecord]:
         return self._take_delivered(AckType.STANDARD, "commit")
 
+    def delivered_ack_ids(self) -> set[str]:
+        """Ack ids of the messages delivered to the application and not yet acknowledged."""
+        return {m.ack_id for m in self._delivered}
+
     def rollback(self, reason: str = "rollback") -> list[AckRecord]:
         """rollback() / recover(): everything delivered and unacknowledged is redelivered."""
         records = self._take_delivered(AckType.REDELIVERED, reason)

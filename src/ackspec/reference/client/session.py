@@ -199,7 +199,10 @@ class Session:
         if self.transacted:
             raise IllegalStateError("recover() on a transacted session")
         for consumer in self._consumers:
-            self.connection.write_acks(consumer._locked(functools.partial(consumer.core.rollback, "recover")))
+            logged, sent = consumer._locked(consumer._recover)
+            self.connection.write_acks(logged, on_wire=False)
+            self.connection.write_acks(sent)
+            consumer._pump()
         self._finish_consumer_closes()
 
     def acknowledge(self) -> None:
@@ -349,6 +352,7 @@ class MessageConsumer:
             maximum_redeliveries=conn.options.maximum_redeliveries, clock=conn.clock,
             topic=destination.startswith("/topic/"))
         self._buffer: deque[tuple[Message, Inbound]] = deque()
+        self._unacked: dict[str, Message] = {}  # delivered, not acknowledged (CLIENT / INDIVIDUAL): for recover()
         self._listener: MessageListener | None = None
         self._closed = False
         self._unsubscribed = False
@@ -386,7 +390,7 @@ class MessageConsumer:
                 if not ok or self._closed or not self._buffer:
                     return None
                 message, inbound = self._buffer.popleft()
-                records = self.core.on_delivered(inbound)
+                records = self._delivered(message, inbound)
                 records += self.core.on_consumed(inbound)
             finally:
                 self._receiving -= 1
@@ -430,7 +434,7 @@ class MessageConsumer:
         if self._closed or listener is None:
             return
         with conn.cond:
-            records = self.core.on_delivered(inbound)
+            records = self._delivered(message, inbound)
         conn.log.append("deliver", consumer=self.id, ack_id=inbound.ack_id, delivery_count=inbound.delivery_count)
         conn.write_acks(records)
         try:
@@ -445,6 +449,50 @@ class MessageConsumer:
             conn.write_acks(records)
         self.session._after_listener()
         conn._after_listener()
+
+    def _delivered(self, message: Message, inbound: Inbound) -> list[AckRecord]:
+        """The application gets ``message`` (under the lock); kept for a local recover() until acknowledged."""
+        if self.session.ack_mode in (AckMode.CLIENT_ACKNOWLEDGE, AckMode.INDIVIDUAL_ACKNOWLEDGE):
+            unacked = self.core.delivered_ack_ids()
+            self._unacked = {ack_id: m for ack_id, m in self._unacked.items() if ack_id in unacked}
+            self._unacked[inbound.ack_id] = message
+        return self.core.on_delivered(inbound)
+
+    def _recover(self) -> tuple[list[AckRecord], list[AckRecord]]:
+        """recover() for this consumer (under the lock): the records only logged, and those sent.
+
+        JMS 6.2.10: delivery restarts with the oldest unacknowledged message. Handing the messages back
+        to the broker (a NACK) would put them behind what this consumer has prefetched, so, as ActiveMQ's
+        client does, they go back to the front of the local buffer, marked redelivered and counted, and
+        the REDELIVERED records are only logged (the broker still holds them for this consumer). One
+        redelivered past ``maximum_redeliveries`` gets its POISON ack sent instead. In pull mode
+        (prefetch 0) nothing is buffered, and the broker redelivers them.
+        """
+        delivered = {ack_id: self._unacked.get(ack_id) for ack_id in self.core.delivered_ack_ids()}
+        records = self.core.rollback("recover")
+        if self.core.pull or any(m is None for m in delivered.values()):
+            return [], records
+        again: list[tuple[Message, Inbound]] = []
+        poison: list[AckRecord] = []
+        for inbound in (i for r in records for i in r.messages):
+            message, counted = self._redelivered_locally(delivered[inbound.ack_id], inbound)
+            refused = self.core.on_arrival(counted)
+            if refused is None:
+                again.append((message, counted))
+            else:
+                poison.append(refused)
+        self._buffer.extendleft(reversed(again))
+        self._unacked.clear()
+        self.session.connection.cond.notify_all()
+        return records, poison
+
+    def _redelivered_locally(self, message: Message | None, inbound: Inbound) -> tuple[Message, Inbound]:
+        assert message is not None
+        again = Inbound(inbound.ack_id, inbound.message_id, inbound.delivery_count + 1)
+        message._provider_set(redelivered=True, delivery_count=again.delivery_count)
+        if self.session.ack_mode is AckMode.INDIVIDUAL_ACKNOWLEDGE:
+            message._bind_acknowledger(self._acknowledger_for(again))
+        return message, again
 
     # -- from the connection --------------------------------------------------------------------
 
