@@ -38,7 +38,7 @@ step() {  # NAME CMD...: run CMD, its output also kept in $LOGS/NAME.log for the
 
 pytest_all() {
   # pytest's exit 5 ("no tests collected") is a failure here.
-  python3 -m pytest "$@"
+  python3 -m pytest --durations=25 "$@"  # the slowest tests, for keeping CI under its 60 minutes
   local status=$?
   if [ "$status" -eq 5 ]; then echo "pytest collected no tests" >&2; return 1; fi
   return "$status"
@@ -72,8 +72,12 @@ broker_runs() {  # BROKER: start it, run the suite over each of its protocols, a
   bash brokers/start.sh "$broker" --fresh || return 1
   while read -r name url profile; do
     [ -n "$name" ] || continue
-    # the restart tests restart the broker with brokers/restart.sh (its messages kept)
-    suite_run "$name" "$url" "$profile" "bash brokers/restart.sh $broker" || { echo "::: run $name FAILED"; status=1; }
+    # the restart tests restart the broker with brokers/restart.sh (its messages kept); over WebSocket they
+    # are left out (not applicable): what survives a restart is the broker's, already judged over STOMP on TCP,
+    # and each restart costs 5-15 s, which CI's 60 minutes cannot spare three times per broker
+    local restart="bash brokers/restart.sh $broker"
+    [[ "$name" == *-ws ]] && restart=""
+    suite_run "$name" "$url" "$profile" "$restart" || { echo "::: run $name FAILED"; status=1; }
   done < <(python3 -c '
 import sys
 from ackspec.brokers import broker
