@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ackspec.adapters.settings import TargetSettings
-from ackspec.conformance.harness import LOSS_CLEANUP_GRACE, SENTINEL_HEADER, Harness
+from ackspec.conformance.harness import DRAIN_RETURN_GRACE, LOSS_CLEANUP_GRACE, SENTINEL_HEADER, Harness
 from ackspec.conformance.verdicts import RequirementViolation
 from ackspec.history import Recorder
 
@@ -123,7 +123,7 @@ def drained(client: DrainClient, returning: int) -> tuple[list[int | None], list
 def test_a_drain_takes_what_comes_back_after_its_sentinel_within_the_grace() -> None:
     seqs, timeouts = drained(DrainClient(Arrival(0), SENTINEL, Arrival(1)), returning=2)
     assert seqs == [0, 1]  # seq 1 came back after the sentinel: late, not lost
-    assert timeouts[-1] == 2.0 * LOSS_CLEANUP_GRACE
+    assert timeouts[-1] == 2.0 * DRAIN_RETURN_GRACE
 
 
 def test_a_drain_that_got_what_it_expected_waits_no_longer() -> None:
@@ -134,4 +134,4 @@ def test_a_drain_that_got_what_it_expected_waits_no_longer() -> None:
 
 def test_a_drain_gives_up_after_the_grace() -> None:
     seqs, timeouts = drained(DrainClient(SENTINEL, None), returning=1)
-    assert seqs == [] and timeouts == [None, 2.0 * LOSS_CLEANUP_GRACE]
+    assert seqs == [] and timeouts == [None, 2.0 * DRAIN_RETURN_GRACE]

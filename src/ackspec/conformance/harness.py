@@ -37,6 +37,7 @@ from ackspec.history.checks import check_history as check_history_records
 
 SENTINEL_HEADER = "ackspec-sentinel"
 LOSS_CLEANUP_GRACE = 3  # receive timeouts a broker gets to give back what a dead connection held
+DRAIN_RETURN_GRACE = 1  # receive timeouts a drain waits past its sentinel for what an ended connection gave back
 
 
 def seqs(deliveries: Iterable[Delivery]) -> list[int]:
@@ -220,14 +221,14 @@ class Harness:
 
         ``returning``: how many messages a connection that just ended should have given back. A broker
         may put them back after the sentinel (Artemis returns a closed session's messages on another
-        thread), so a shortfall gets the grace of :meth:`expect_n_after_loss` past the sentinel
-        before the caller's model counts the rest lost.
+        thread, and they came well within a second after it), so a shortfall gets ``DRAIN_RETURN_GRACE``
+        receive timeouts past the sentinel before the caller's model counts the rest lost.
         """
         consumer = self.client(process)
         sub = consumer.subscribe(destination, ack=ack)
         got = self.barrier(consumer, destination, consumer, sub, ack_each=ack is not AckMode.AUTO)
         if len(got) < returning:
-            got += self.receive_n(consumer, sub, returning - len(got), timeout=self.timeout * LOSS_CLEANUP_GRACE)
+            got += self.receive_n(consumer, sub, returning - len(got), timeout=self.timeout * DRAIN_RETURN_GRACE)
         consumer.disconnect()
         return got
 
