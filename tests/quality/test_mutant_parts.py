@@ -19,6 +19,7 @@ from ackspec.reference.server import EmbeddedBroker
 from reference.raw_stomp import Raw
 from reference.stomp_harness import Broker
 from reference.test_core_stateful import QueueMachine
+from reference.test_crash_restart import _bodies_after_restart
 
 from .mutants import MUTANTS
 
@@ -97,16 +98,6 @@ def test_the_core_model_catches_mutant(mutant: str) -> None:
         run_state_machine_as_test(machine, settings=settings(max_examples=200, stateful_step_count=30, deadline=None,
                                                             suppress_health_check=list(HealthCheck),
                                                             database=None, print_blob=False))
-
-
-def _bodies_after_restart(b: EmbeddedBroker, destination: str) -> list[bytes]:
-    c = Raw(b).connect()
-    c.send("SUBSCRIBE", destination=destination, id="1")
-    c.send("SEND", b"marker", destination=destination)
-    got = []
-    while (f := c.recv()).body != b"marker":  # barrier: everything stored arrives before the marker
-        got.append(f.body)
-    return got
 
 
 def test_early_receipt_loses_what_no_fsync_covered_in_a_crash() -> None:
