@@ -203,6 +203,11 @@ class ConsumerAckCore:
     def commit(self) -> list[AckRecord]:
         return self._take_delivered(AckType.STANDARD, "commit")
 
+    @property
+    def delivered_count(self) -> int:
+        """How many messages are delivered to the application and not yet acknowledged."""
+        return len(self._delivered)
+
     def delivered_ack_ids(self) -> set[str]:
         """Ack ids of the messages delivered to the application and not yet acknowledged."""
         return {m.ack_id for m in self._delivered}

@@ -453,8 +453,9 @@ class MessageConsumer:
     def _delivered(self, message: Message, inbound: Inbound) -> list[AckRecord]:
         """The application gets ``message`` (under the lock); kept for a local recover() until acknowledged."""
         if self.session.ack_mode in (AckMode.CLIENT_ACKNOWLEDGE, AckMode.INDIVIDUAL_ACKNOWLEDGE):
-            unacked = self.core.delivered_ack_ids()
-            self._unacked = {ack_id: m for ack_id, m in self._unacked.items() if ack_id in unacked}
+            if len(self._unacked) > 2 * self.core.delivered_count + 16:  # drop the acknowledged ones now and then:
+                unacked = self.core.delivered_ack_ids()  # amortised, not a pass over the backlog per receive
+                self._unacked = {ack_id: m for ack_id, m in self._unacked.items() if ack_id in unacked}
             self._unacked[inbound.ack_id] = message
         return self.core.on_delivered(inbound)
 
