@@ -75,15 +75,24 @@ class _FrameQueue:
     connected_headers: dict[str, str] = field(default_factory=dict)
 
 
-def _connection(settings: TargetSettings, heartbeats: tuple[int, int], timeout: float) -> Any:
-    """stomp.py's STOMP 1.2 connection to the target: over TCP, or over WebSocket (``ws://``) through
-    stomp.py's WebSocket transport, kept from closing an idle connection (:mod:`ackspec.adapters.stomp_ws`)."""
+def stomp_connection(settings: TargetSettings, heartbeats: tuple[int, int], timeout: float) -> Any:
+    """stomp.py's STOMP 1.2 connection to the target: over TCP, over TLS (verified against ``?cafile=`` or the
+    system's CA certificates, never unchecked), or over WebSocket (``ws://``) through stomp.py's WebSocket
+    transport, kept from closing an idle connection (:mod:`ackspec.adapters.stomp_ws`).
+
+    Both roles build their stomp.py connection here: the suite's driver (:class:`StompPyClient`) and stomp.py as
+    a client under test (:mod:`ackspec.adapters.stomp_py_cut`)."""
     common: dict[str, Any] = {"vhost": settings.vhost, "auto_decode": False, "reconnect_attempts_max": 1,
                               "timeout": timeout}
-    if settings.websocket_path is None:
-        return stomp.StompConnection12([(settings.host, settings.port)], heartbeats=heartbeats, **common)
-    return ws_connection(settings.host, settings.port, settings.websocket_path, heartbeats=heartbeats,
-                         text=settings.websocket_text, **common)
+    if settings.websocket_path is not None:
+        conn = ws_connection(settings.host, settings.port, settings.websocket_path, heartbeats=heartbeats,
+                             text=settings.websocket_text, **common)
+    else:
+        conn = stomp.StompConnection12([(settings.host, settings.port)], heartbeats=heartbeats, **common)
+    if settings.tls:
+        conn.set_ssl(for_hosts=[(settings.host, settings.port)],
+                     ca_certs=settings.tls_ca or ssl.get_default_verify_paths().openssl_cafile)
+    return conn
 
 
 class _Listener(stomp.ConnectionListener):  # type: ignore[misc]
@@ -187,10 +196,7 @@ class StompPyClient(Client):
         self.frames = _FrameQueue()
         self._ids = itertools.count(1)
         self._closed = False
-        self.conn = _connection(self.settings, heartbeats, self.timeout)
-        if self.settings.tls:  # verified against ?cafile= or the system's CA certificates, never unchecked
-            self.conn.set_ssl(for_hosts=[(self.settings.host, self.settings.port)],
-                              ca_certs=self.settings.tls_ca or ssl.get_default_verify_paths().openssl_cafile)
+        self.conn = stomp_connection(self.settings, heartbeats, self.timeout)
         self.conn.set_listener("ackspec", _Listener(self.frames))
         try:
             self.conn.connect(self.settings.login, self.settings.passcode, wait=False,

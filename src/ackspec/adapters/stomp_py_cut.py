@@ -20,7 +20,6 @@ import queue
 import threading
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import stomp
 
@@ -32,6 +31,8 @@ from ackspec.adapters.cut import (
     Received,
     installed_version,
 )
+from ackspec.adapters.settings import TargetSettings
+from ackspec.adapters.stomp_py import stomp_connection
 
 STOMP_ACK = {1: "auto", 2: "client", 4: "client-individual"}
 
@@ -87,12 +88,12 @@ class StompPyCUT(ClientUnderTest):
         return f"{prefix}{next(self._ids)}"
 
     def open(self, url: str, options: Mapping[str, Any] | None = None) -> None:
-        parts = urlsplit(url)
+        settings = TargetSettings.from_url(url)
         cx, cy = (int(x) for x in str((options or {}).get("heart_beat", "0,0")).split(","))
-        self._conn = stomp.Connection12([(parts.hostname, parts.port)], heartbeats=(cx, cy))
+        self._conn = stomp_connection(settings, (cx, cy), self.timeout)
         self._conn.set_listener("ackspec", _Listener(self))
         try:
-            self._conn.connect(parts.username, parts.password, wait=True)
+            self._conn.connect(settings.login, settings.passcode, wait=True)
         except Exception as exc:
             raise CutError(type(exc).__name__, str(exc)) from exc
 
