@@ -42,7 +42,7 @@ final class AckWitness extends TransportFilter {
     @Override
     public void oneway(Object command) throws IOException {
         observe(command);
-        gate.written(command, false);
+        gate.written(command);
         super.oneway(command);
     }
 
@@ -50,21 +50,21 @@ final class AckWitness extends TransportFilter {
     @Override
     public FutureResponse asyncRequest(Object command, ResponseCallback callback) throws IOException {
         observe(command);
-        gate.written(command, true);
+        gate.written(command);
         return super.asyncRequest(command, callback);
     }
 
     @Override
     public Object request(Object command) throws IOException {
         observe(command);
-        OpenWireGate.Request request = gate.written(command, true);
+        RequestLog.Request request = gate.written(command);
         return gate.answered(request, super.request(command));
     }
 
     @Override
     public Object request(Object command, int timeout) throws IOException {
         observe(command);
-        OpenWireGate.Request request = gate.written(command, true);
+        RequestLog.Request request = gate.written(command);
         return gate.answered(request, super.request(command, timeout));
     }
 

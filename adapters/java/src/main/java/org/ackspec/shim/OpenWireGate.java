@@ -1,12 +1,7 @@
 package org.ackspec.shim;
 
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.activemq.command.ActiveMQDestination;
 import org.apache.activemq.command.ExceptionResponse;
 import org.apache.activemq.command.Message;
@@ -28,60 +23,32 @@ import org.apache.activemq.command.TransactionInfo;
  * has not returned while the broker's answer is held" is seen, not timed.
  */
 final class OpenWireGate implements AnswerGate {
-    /** A request the client wrote: its place on the sequence, kind, destination, and whether it waits. */
-    record Request(int index, String command, String destination, boolean waits) {}
-
-    private record Gate(String command, String destination) {}
-
-    /** How long a held answer is kept at most (a test releases it within seconds; this only bounds a stuck one). */
-    private static final long HOLD_LIMIT_SECONDS = 60;
-
-    private final Events events;
-    private final AtomicInteger sequence = new AtomicInteger();
-    private final AtomicInteger gateIds = new AtomicInteger();
-    private final Map<Integer, Gate> gates = new ConcurrentHashMap<>();
-    private final Map<Integer, CountDownLatch> held = new ConcurrentHashMap<>();
+    private final RequestLog requests;
     private final Map<Integer, String> refusals = new ConcurrentHashMap<>();
-    private final Map<Integer, Integer> releasedAt = new ConcurrentHashMap<>();
-    private final List<Request> log = new ArrayList<>();
 
     OpenWireGate(Events events) {
-        this.events = events;
+        this.requests = new RequestLog(events);
     }
 
     /** Notes a command the client writes; null when it is none of the requests a gate can hold. */
-    Request written(Object command, boolean waits) {
+    RequestLog.Request written(Object command) {
         String kind = kind(command);
         if (kind == null) {
             return null;
         }
         String destination = command instanceof Message message ? name(message.getDestination()) : null;
-        Request request = new Request(sequence.incrementAndGet(), kind, destination, waits);
-        synchronized (log) {
-            log.add(request);
-        }
-        return request;
+        return requests.add(new RequestLog.Request(requests.next(), kind, destination, false));
     }
 
     /**
      * The broker's answer to a request the client waits for: returned at once, unless a gate holds that kind;
      * then kept from the caller until released (or the hold limit passes), or replaced by a refusal.
      */
-    Object answered(Request request, Object response) {
-        if (request == null || !matching(request)) {
+    Object answered(RequestLog.Request request, Object response) {
+        if (request == null || !requests.matching(request)) {
             return response;
         }
-        CountDownLatch latch = new CountDownLatch(1);
-        held.put(request.index(), latch);
-        events.emit("gate-held", "id", request.index(), "command", request.command(),
-                "destination", request.destination());
-        try {
-            latch.await(HOLD_LIMIT_SECONDS, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        } finally {
-            held.remove(request.index());
-        }
+        requests.hold(request);
         String refusal = refusals.remove(request.index());
         if (refusal == null || !(response instanceof Response answer)) {
             return response;
@@ -113,73 +80,43 @@ final class OpenWireGate implements AnswerGate {
         return (destination.isQueue() ? "/queue/" : "/topic/") + destination.getPhysicalName();
     }
 
-    private boolean matching(Request request) {
-        for (Gate gate : gates.values()) {
-            if (gate.command().equals(request.command())
-                    && (gate.destination() == null || gate.destination().equals(request.destination()))) {
-                return true;
-            }
-        }
-        return false;
-    }
-
     @Override
     public Object open(Map<String, Object> args) {
-        Object destination = args.get("destination");
-        int id = gateIds.incrementAndGet();
-        gates.put(id, new Gate(String.valueOf(args.get("command")), destination == null ? null : destination.toString()));
-        return id;
+        return requests.open(args);
     }
 
     @Override
     public Object release(Map<String, Object> args) {
-        Object id = args.get("id");
-        if (Boolean.TRUE.equals(args.get("close"))) {
-            gates.remove(((Number) args.get("gate")).intValue());
-        }
-        for (Map.Entry<Integer, CountDownLatch> entry : held.entrySet()) {
-            if (id == null || ((Number) id).intValue() == entry.getKey()) {
-                releasedAt.putIfAbsent(entry.getKey(), sequence.incrementAndGet());
-                entry.getValue().countDown();
-            }
-        }
+        requests.closeIfAsked(args);
+        requests.releaseHeld(args.get("id"));
         return null;
     }
 
     @Override
     public Object reject(Map<String, Object> args) throws ShimError {
         int index = ((Number) args.get("id")).intValue();
-        CountDownLatch latch = held.get(index);
-        if (latch == null) {
+        if (!requests.isHeld(index)) {
             throw ShimError.badRequest("no held answer " + index);
         }
         Object message = args.get("message");
         refusals.put(index, message == null ? "rejected by the ackspec OpenWire gate" : message.toString());
-        releasedAt.putIfAbsent(index, sequence.incrementAndGet());
-        latch.countDown();
+        requests.releaseHeld(index);
         return null;
     }
 
     @Override
     public Object firstSeen(Map<String, Object> args) {
-        String command = String.valueOf(args.get("command"));
-        Object destination = args.get("destination");
-        synchronized (log) {
-            return log.stream().filter(r -> r.command().equals(command)
-                    && (destination == null || destination.toString().equals(r.destination())))
-                    .map(Request::index).findFirst().orElse(null);
-        }
+        return requests.firstSeen(args);
     }
 
     @Override
     public Object releasedAt(Map<String, Object> args) {
-        return releasedAt.get(((Number) args.get("id")).intValue());
+        return requests.releasedAt(args);
     }
 
     @Override
     public Object clear() {
-        gates.clear();
-        held.values().forEach(CountDownLatch::countDown);
+        requests.clear();
         return null;
     }
 
@@ -190,14 +127,6 @@ final class OpenWireGate implements AnswerGate {
      */
     @Override
     public Object seen(Map<String, Object> args) {
-        if (Boolean.TRUE.equals(args.get("windowed"))) {
-            return 0;
-        }
-        String command = String.valueOf(args.get("command"));
-        Object destination = args.get("destination");
-        synchronized (log) {
-            return log.stream().filter(r -> r.command().equals(command)
-                    && (destination == null || destination.toString().equals(r.destination()))).count();
-        }
+        return Boolean.TRUE.equals(args.get("windowed")) ? 0 : requests.count(args, false);
     }
 }

@@ -28,7 +28,7 @@ import org.apache.activemq.artemis.core.protocol.core.impl.wireformat.PacketsCon
  */
 final class WindowGate {
     /** A packet the channel keeps for resending until confirmed, with the request a test may hold. */
-    private record Sent(Packet packet, CoreGate.Request request, Object connection) {}
+    private record Sent(Packet packet, RequestLog.Request request, Object connection) {}
 
     /** One channel's confirmable packets not yet confirmed to the client, from command id {@code base}. */
     private static final class ChannelState {
@@ -42,16 +42,16 @@ final class WindowGate {
     private final List<Sent> unassigned = new ArrayList<>();
     private final Map<String, ChannelState> channels = new HashMap<>();
     private final Map<Packet, Boolean> held = new IdentityHashMap<>();
-    private final Function<CoreGate.Request, Boolean> holds;
-    private final java.util.function.Consumer<CoreGate.Request> onHeld;
+    private final Function<RequestLog.Request, Boolean> holds;
+    private final java.util.function.Consumer<RequestLog.Request> onHeld;
 
-    WindowGate(Function<CoreGate.Request, Boolean> holds, java.util.function.Consumer<CoreGate.Request> onHeld) {
+    WindowGate(Function<RequestLog.Request, Boolean> holds, java.util.function.Consumer<RequestLog.Request> onHeld) {
         this.holds = holds;
         this.onHeld = onHeld;
     }
 
     /** Notes a packet the channel will keep for resending (its channel id is set after the interceptors). */
-    synchronized void written(Packet packet, CoreGate.Request request, Object connection) {
+    synchronized void written(Packet packet, RequestLog.Request request, Object connection) {
         if (packet.isRequiresConfirmations()) {
             unassigned.add(new Sent(packet, request, connection));
         }
