@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ackspec.adapters.base import AckMode, AdapterError, Indeterminate, NotSupported, TargetUnreachable
+from ackspec.conformance.cited import running
 from ackspec.conformance.model import QueueModel
 from ackspec.conformance.verdicts import Checks, RequirementViolation, RequirementViolations, classify, decide
 from ackspec.results import Verdict
@@ -24,8 +25,9 @@ def test_intermittent_deviation_that_did_not_show_passes() -> None:
     assert {v.requirement: v.verdict for v in got} == {"A": Verdict.STALE, "B": Verdict.PASS}
     assert "intermittent" in got[1].message
     checks = Checks()
-    checks.check(True, "B", "held")
-    checks.check(False, "C", "broken")
+    with running("t::intermittent", ["B", "C"]):
+        checks.check(True, "held", requirement="B")
+        checks.check(False, "broken", requirement="C")
     with pytest.raises(RequirementViolations) as info:
         checks.done()
     held = decide(["B", "C"], classify(info.value), {"B": "sometimes", "C": "known"}, frozenset({"B"}))
@@ -46,8 +48,9 @@ def test_violation_charges_the_named_requirement() -> None:
 
 def test_soft_checks_pass_what_held_and_deviate_where_documented() -> None:
     checks = Checks()
-    checks.check(True, "A", "ok")
-    checks.check(False, "B", "broken")
+    with running("t::soft", ["A", "B"]):
+        checks.check(True, "ok", requirement="A")
+        checks.check(False, "broken", requirement="B")
     with pytest.raises(RequirementViolations) as info:
         checks.done()
     assert verdicts(["A", "B"], info.value, {"B": "known"}) == {"A": Verdict.PASS, "B": Verdict.DEVIATION}

@@ -30,6 +30,7 @@ from typing import Any
 
 from ackspec.adapters.base import AckMode, Adapter, Capability, Client, Delivery, NotSupported
 from ackspec.adapters.settings import TargetSettings
+from ackspec.conformance.cited import Citations
 from ackspec.conformance.rawstomp import RawStomp, RawStompWs
 from ackspec.conformance.verdicts import RequirementViolation
 from ackspec.history import INTENT_KEY, Intent, Op, Recorder
@@ -52,10 +53,11 @@ class Harness:
                  timeout: float, settings: TargetSettings, broker: Any = None,
                  restart: Callable[[], None] | None = None, requirements: Iterable[str] = ()) -> None:
         """``restart``: how to restart a real target (``--restart-command``); the embedded broker's
-        adapter restarts it itself. ``requirements``: what the test cites and the target can be tested
-        for, in citing order (the plugin passes them; :attr:`requirement` is the first)."""
+        adapter restarts it itself. ``requirements``: what the test cites, in citing order (the plugin
+        passes its decorator's IDs): what the checks of :meth:`check`, :meth:`expect_n` and
+        :meth:`expect_n_after_loss` may judge (see :mod:`ackspec.conformance.cited`)."""
         self.adapter = adapter
-        self.requirements = tuple(requirements)
+        self.citations = Citations(recorder.test or "(harness)", tuple(requirements))
         self._restart = restart
         self.recorder = recorder
         self.timeout = timeout
@@ -70,18 +72,12 @@ class Harness:
         self._raws: list[RawStomp] = []
         self._declare(Intent.DELIVERED, reason="harness default: every message sent is consumed by the end")
 
-    @property
-    def requirement(self) -> str:
-        """The test's (first) cited requirement: what a check charges when the test names none."""
-        if not self.requirements:
-            raise AssertionError("this test cites no requirement the target can be tested for")
-        return self.requirements[0]
-
     def check(self, condition: object, message: str, operations: Iterable[int] = (),
               requirement: str | None = None) -> None:
-        """Assert ``condition`` on behalf of ``requirement`` (default: the test's first cited one)."""
+        """Assert ``condition`` on behalf of ``requirement`` (``req.NAME``; default: the test's only cited one)."""
+        charged = self.citations.judged(requirement)
         if not condition:
-            raise RequirementViolation(requirement or self.requirement, message, operations)
+            raise RequirementViolation(charged, message, operations)
 
     # -- naming ------------------------------------------------------------------------
 
@@ -152,10 +148,11 @@ class Harness:
 
     def expect_n(self, client: Client, subscription: str, n: int, requirement: str | None = None,
                  what: str = "messages", *, timeout: float | None = None) -> list[Delivery]:
-        """``n`` deliveries, or a violation of ``requirement`` (default: the test's first cited one)."""
+        """``n`` deliveries, or a violation of ``requirement`` (``req.NAME``; default: the test's only cited one)."""
+        charged = self.citations.judged(requirement)
         got = self.receive_n(client, subscription, n, timeout=timeout)
         if len(got) < n:
-            raise RequirementViolation(requirement or self.requirement, f"expected {n} {what}, got {len(got)}: "
+            raise RequirementViolation(charged, f"expected {n} {what}, got {len(got)}: "
                                        f"seqs {[d.seq for d in got]}", self.last_ops(1))
         return got
 
@@ -170,7 +167,7 @@ class Harness:
         what came in time, what came late and what never came, so a slow clean-up is not
         mistaken for a loss and a loss is not blamed on a slow clean-up.
         """
-        requirement = requirement or self.requirement
+        charged = self.citations.judged(requirement)
         started = time.monotonic()
         got = self.receive_n(client, subscription, n)
         if len(got) == n:
@@ -180,7 +177,7 @@ class Harness:
         got += late
         if len(got) < n:
             raise RequirementViolation(
-                requirement,
+                charged,
                 f"expected {n} {what}, got {len(got)} in {time.monotonic() - started:.1f} s: seqs "
                 f"{seqs(got[:on_time])} within the {self.timeout:g} s receive timeout"
                 + (f", then {seqs(late)} late" if late else "") + "; the rest never came",

@@ -7,6 +7,10 @@ options are used or the ackspec suite is collected: only tests that use the
     pytest --pyargs ackspec.conformance.suite --ackspec-target stomp://127.0.0.1:61613 --ackspec-profile activemq-5.17
     pytest --pyargs ackspec.conformance.client --ackspec-client stomp.py   # a client library (profile stomp.py-9.0)
 
+While a test runs (setup, call, teardown), its decorator's IDs are the running test's citations
+(:func:`ackspec.conformance.cited.running`): check helpers judge the test's only cited requirement,
+or the one it names as ``req.NAME``, never an ID literal.
+
 Every failure names the requirements its test cites: before any report is built from a
 failing test's exception (pytest's own, JUnit's message, allure's status message, the
 suite's results), :func:`name_requirements` prefixes it with ``[ID, ...]`` unless it
@@ -20,6 +24,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+from ackspec.conformance.cited import running
 from ackspec.conformance.markers import cited_ids
 
 pytest_plugins = ["ackspec.conformance.markers"]
@@ -72,6 +77,17 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.has_plugin("ackspec-suite"):
         config.pluginmanager.register(session.SuiteSession(config), "ackspec-suite")
         config.pluginmanager.register(session, "ackspec-fixtures")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Make the item's cited requirements the running test's for its setup, call and teardown."""
+    try:
+        ids = cited_ids(item)
+    except pytest.UsageError:  # a malformed marker already failed collection
+        ids = []
+    with running(item.nodeid, ids):
+        return (yield)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

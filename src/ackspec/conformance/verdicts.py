@@ -16,8 +16,11 @@ AssertionError, AdapterError    fail, or deviation where the profile lists it
 anything else                   error: the suite itself broke or the target is down
 ==============================  =====================================================
 
-Tests should raise :class:`RequirementViolation` (through :func:`check`) when they
-cite several requirements, so a failure is charged to the right one.
+Tests should raise :class:`RequirementViolation` (through :func:`check`, :class:`Checks` or
+:func:`violation`) when they cite several requirements, so a failure is charged to the right one.
+These helpers take the requirement from the running test's decorator, never as a literal: a test
+citing one requirement names none, a test citing several names it as ``requirement=req.NAME``
+(:mod:`ackspec.conformance.cited`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ackspec.adapters.base import AdapterError, Indeterminate, NotSupported, TargetUnreachable
+from ackspec.conformance.cited import judged
 from ackspec.results import Verdict
 
 
@@ -43,10 +47,16 @@ class TargetUnavailable(Exception):
     """The target could not be reached at all (nothing listening, refused): an error, not a failure."""
 
 
-def check(condition: object, requirement: str, message: str, operations: Iterable[int] = ()) -> None:
-    """Assert ``condition`` on behalf of ``requirement``."""
+def check(condition: object, message: str, operations: Iterable[int] = (), *, requirement: str | None = None) -> None:
+    """Assert ``condition`` on behalf of ``requirement`` (``req.NAME``; default: the test's only cited one)."""
+    charged = judged(requirement)  # before the condition: a wrong citation shows even when the check holds
     if not condition:
-        raise RequirementViolation(requirement, message, operations)
+        raise RequirementViolation(charged, message, operations)
+
+
+def violation(message: str, operations: Iterable[int] = (), *, requirement: str | None = None) -> RequirementViolation:
+    """A violation of ``requirement`` (``req.NAME``; default: the test's only cited one), to ``raise``."""
+    return RequirementViolation(judged(requirement), message, operations)
 
 
 class RequirementViolations(AssertionError):
@@ -69,10 +79,13 @@ class Checks:
         self.violations: list[RequirementViolation] = []
         self.checked: set[str] = set()
 
-    def check(self, condition: object, requirement: str, message: str, operations: Iterable[int] = ()) -> bool:
-        self.checked.add(requirement)
+    def check(self, condition: object, message: str, operations: Iterable[int] = (), *,
+              requirement: str | None = None) -> bool:
+        """Note whether ``condition`` held for ``requirement`` (``req.NAME``; default: the test's only one)."""
+        charged = judged(requirement)
+        self.checked.add(charged)
         if not condition:
-            self.violations.append(RequirementViolation(requirement, message, operations))
+            self.violations.append(RequirementViolation(charged, message, operations))
         return bool(condition)
 
     def done(self) -> None:
