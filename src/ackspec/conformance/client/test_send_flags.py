@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ackspec.adapters.cut import ClientFeature, ClientUnderTest, CutError
+from ackspec.conformance.cited import req
 from ackspec.conformance.client.conftest import TIMEOUT, Env
 from ackspec.conformance.client.proxies.stomp import Gate
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
@@ -71,16 +72,17 @@ def test_transacted_sends_do_not_block_but_commit_does(cut: ClientUnderTest, env
     # the sends return although the proxy holds any confirmation the client asked for (a STOMP client asks for
     # none; an AMQP client's unsettled transfers are each answered by a disposition it must not wait for)
     sending = env.background(lambda: [cut.sync_send(p, q, b"t%d" % i, persistent=True) for i in range(3)])
-    if not checks.check(sending.returned_within(TIMEOUT), "ARTEMIS-TRANSACTED-SENDS-DO-NOT-BLOCK",
-                        f"a transacted send waited for the broker (held: {send_gate.pending()})"):
+    if not checks.check(sending.returned_within(TIMEOUT),
+                        f"a transacted send waited for the broker (held: {send_gate.pending()})",
+                        requirement=req.ARTEMIS_TRANSACTED_SENDS_DO_NOT_BLOCK):
         send_gate.close()
         checks.done()
     sending.wait()
     committing = env.background(lambda: cut.commit(s))
     commit_gate.wait_held(1, TIMEOUT)  # a client that asks for no answer has none held: nothing to wait for
     assert [m.body for m in env.drain(q, 3)] == [b"t0", b"t1", b"t2"], "the broker committed..."
-    if checks.check(not committing.done, "ARTEMIS-COMMIT-BLOCKS",
-                    "...but commit() returned before the broker's answer"):
+    if checks.check(not committing.done,
+                    "...but commit() returned before the broker's answer", requirement=req.ARTEMIS_COMMIT_BLOCKS):
         commit_gate.release()
         committing.wait()
     checks.done()

@@ -37,16 +37,17 @@ def subscribed(harness: Harness, *, ack: AckMode = AckMode.AUTO,
     return c, q, sub
 
 
-def received(harness: Harness, count: int, requirement_id: str, *, ack: AckMode, prefetch: int | None = None,
-             persistent: bool = False) -> tuple[Client, str, str, list[Delivery]]:
+def received(harness: Harness, count: int, *, ack: AckMode, requirement: str | None = None,
+             prefetch: int | None = None, persistent: bool = False) -> tuple[Client, str, str, list[Delivery]]:
     """A client subscribed to a fresh queue, seqs ``0 .. count-1`` sent to it and received.
 
-    Fewer than ``count`` arriving violates ``requirement_id``. Returns the client, the queue, the
-    subscription and the deliveries, for the test to acknowledge, NACK, disconnect or crash.
+    Fewer than ``count`` arriving violates ``requirement`` (default: the test's only cited one).
+    Returns the client, the queue, the subscription and the deliveries, for the test to acknowledge, NACK,
+    disconnect or crash.
     """
     c, q, sub = subscribed(harness, ack=ack, prefetch=prefetch)
     harness.send_seq(c, q, range(count), persistent=persistent)
-    return c, q, sub, harness.expect_n(c, sub, count, requirement_id)
+    return c, q, sub, harness.expect_n(c, sub, count, requirement)
 
 
 def left_after_disconnect(harness: Harness, c: Client, q: str, returning: int = 0) -> list[int]:

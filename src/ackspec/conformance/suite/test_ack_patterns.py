@@ -26,6 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ackspec.adapters.base import AckMode, Capability, Client, Delivery
+from ackspec.conformance.cited import req
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import Harness
 from ackspec.conformance.markers import requirement
@@ -33,7 +34,6 @@ from ackspec.conformance.model import ABORTED_ACK_LOST, DUPLICATE_AFTER_ACK, RET
 from ackspec.conformance.strategies import drawn
 
 SUBSCRIPTIONS = ("a", "b")
-RETIREMENT = "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE"
 MAX_SENT = 5
 
 class _Subscription:
@@ -48,8 +48,9 @@ class _Subscription:
         self.got: list[Delivery] = []
         self.acked = self.nacked = False
 
-    def receive(self, harness: Harness, client: Client, sent: int) -> None:
-        self.got = harness.expect_n(client, self.sub, sent, "JMS-6.2-UNACKED-RETAINED", f"messages on {self.queue}")
+    def receive(self, harness: Harness, client: Client, sent: int, requirement: str) -> None:
+        """The ``sent`` messages of the subscription, or a violation of ``requirement``."""
+        self.got = harness.expect_n(client, self.sub, sent, requirement, f"messages on {self.queue}")
         for d in self.got:
             self.model.delivered(self.sub, d.seq, d.body, d.redelivered, d.delivery_count)
 
@@ -81,11 +82,11 @@ class _Subscription:
     def _rule_of_a_loss(self, other: _Subscription) -> str:
         """Which rule a message of this subscription that never came back breaks: the ACK that took it."""
         if other.mode is AckMode.CLIENT and other.acked:
-            return "STOMP-ACK-CLIENT-PER-SUBSCRIPTION"  # the other subscription's cumulative ACK reached it
+            return req.STOMP_ACK_CLIENT_PER_SUBSCRIPTION  # the other subscription's cumulative ACK reached it
         if self.mode is AckMode.CLIENT_INDIVIDUAL and (self.acked or self.nacked):
-            return "STOMP-NACK-INDIVIDUAL" if self.nacked else "STOMP-ACK-CLIENT-INDIVIDUAL"
+            return req.STOMP_NACK_INDIVIDUAL if self.nacked else req.STOMP_ACK_CLIENT_INDIVIDUAL
         if self.mode is AckMode.CLIENT and self.acked:
-            return "STOMP-ACK-CLIENT-CUMULATIVE"  # an ACK covered a message after the one it named
+            return req.STOMP_ACK_CLIENT_CUMULATIVE  # an ACK covered a message after the one it named
         return RETURNED_LOST
 
 
@@ -95,7 +96,7 @@ def _pattern(harness: Harness, modes: tuple[str, str], sent: tuple[int, int],
     subs = [_Subscription(harness, client, name, AckMode(mode), n)
             for name, mode, n in zip(SUBSCRIPTIONS, modes, sent, strict=True)]
     for s, n in zip(subs, sent, strict=True):
-        s.receive(harness, client, n)
+        s.receive(harness, client, n, req.JMS_6_2_UNACKED_RETAINED)
     nacks = harness.has(Capability.NACK)
     for which, index, nack in steps:
         subs[which].settle(harness, client, index, nack and nacks)
@@ -125,14 +126,15 @@ def _transaction_of_acks(harness: Harness, sent: int, acked: frozenset[int], com
     """``sent`` messages received (client-individual), the ``acked`` ones ACKed inside one transaction that
     then commits or aborts; the connection goes and a fresh consumer finds the rest."""
     client = harness.client("tx-acking")
+    amqp = harness.adapter.protocol == "amqp"  # there the rule is AMQP's transactional retirement
+    at_commit, at_abort = ((req.AMQP_4_4_2_RETIREMENT_ON_DISCHARGE, req.AMQP_4_4_2_RETIREMENT_ON_DISCHARGE) if amqp
+                           else (req.STOMP_ACK_IN_TRANSACTION, ABORTED_ACK_LOST))
     s = _Subscription(harness, client, "tx", AckMode.CLIENT_INDIVIDUAL, sent)
-    s.receive(harness, client, sent)
+    s.receive(harness, client, sent, at_commit)  # a message that never came: lost, as the model charges a loss
     tx = client.begin("acks")
     chosen = [d for d in s.got if d.seq in acked]
     for d in chosen:
         client.ack(d, transaction=tx)
-    amqp = harness.adapter.protocol == "amqp"  # there the rule is AMQP's transactional retirement
-    at_commit, at_abort = (RETIREMENT, RETIREMENT) if amqp else ("STOMP-ACK-IN-TRANSACTION", ABORTED_ACK_LOST)
     if commit:
         client.commit(tx)
         for d in chosen:
@@ -150,7 +152,7 @@ def _transaction_of_acks(harness: Harness, sent: int, acked: frozenset[int], com
     s.model.final()
 
 
-@requirement("STOMP-ACK-IN-TRANSACTION", "STOMP-TX-ABORT-ACKS-UNDONE", RETIREMENT)
+@requirement("STOMP-ACK-IN-TRANSACTION", "STOMP-TX-ABORT-ACKS-UNDONE", "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE")
 def test_acks_in_a_transaction_take_effect_at_its_end(harness: Harness) -> None:
     """Any subset of 1..5 received messages ACKed in a transaction: after COMMIT exactly those are consumed
     (a committed one back, or an unACKed one lost: STOMP-ACK-IN-TRANSACTION); after ABORT none is, so all

@@ -45,8 +45,8 @@ def test_a_client_id_in_use_is_refused_then_free_again(harness: Harness) -> None
     first.disconnect()
     third, why = _usable(harness, "third", client_id)
     checks = Checks()
-    checks.check(second is None, "JMS-6.1.2-CLIENT-ID-IN-USE",
+    checks.check(second is None,
                  f"a second connection with client id {client_id!r} was accepted while the first was open")
-    checks.check(third is not None, "JMS-6.1.2-CLIENT-ID-IN-USE",
+    checks.check(third is not None,
                  f"once the first connection had closed, a new one with client id {client_id!r} was refused: {why}")
     checks.done()

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ackspec.adapters.base import AckMode, Capability, Delivery, NotSupported
+from ackspec.conformance.cited import req
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.strategies import drawn
@@ -33,9 +34,9 @@ def test_order_per_producer(harness: Harness) -> None:
         by.setdefault(d.producer or "?", []).append(d.seq if d.seq is not None else -1)
     checks = Checks()
     for producer, order in sorted(by.items()):
-        checks.check(order == sorted(order), "JMS-6.2.9.1-PER-PRODUCER-ORDER",
+        checks.check(order == sorted(order),
                      f"producer {producer} received out of send order: {order}")
-    checks.check(len(got) == 30, "JMS-6.2.9.1-PER-PRODUCER-ORDER", f"received {len(got)} of 30")
+    checks.check(len(got) == 30, f"received {len(got)} of 30")
     checks.done()
     harness.check_history({"order", "duplicate"})
 
@@ -60,10 +61,10 @@ def _prefetch_example(harness: Harness, n: int, total: int, acks: int) -> None:
     c1 = harness.client("bounded")
     sub1 = c1.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=n)
     harness.send_seq(c1, q, range(total))
-    first = harness.expect_n(c1, sub1, n, "STOMP-SUBSCRIBE-PREFETCH")
+    first = harness.expect_n(c1, sub1, n, req.STOMP_SUBSCRIBE_PREFETCH)
     for acked in first[:acks]:  # each acknowledgement makes room for one more
         c1.ack(acked)
-    first = first[acks:] + harness.expect_n(c1, sub1, acks, "AMQ-PREFETCH-PUSH-BOUND",
+    first = first[acks:] + harness.expect_n(c1, sub1, acks, req.AMQ_PREFETCH_PUSH_BOUND,
                                             f"deliveries after {acks} acknowledgements")
     total -= acks
     # A second consumer takes what the first may not hold; once every message is accounted for,
@@ -83,9 +84,9 @@ def _prefetch_example(harness: Harness, n: int, total: int, acks: int) -> None:
         if d is not None:
             second.append(d)
     checks = Checks()
-    for rid in ("STOMP-SUBSCRIBE-PREFETCH", "AMQ-PREFETCH-PUSH-BOUND"):
-        checks.check(not extra, rid, f"prefetch {n}: {n + len(extra)} unacknowledged deliveries reached the "
-                     f"subscription (extra seqs {seqs(extra)})")
+    for rid in (req.STOMP_SUBSCRIBE_PREFETCH, req.AMQ_PREFETCH_PUSH_BOUND):
+        checks.check(not extra, f"prefetch {n}: {n + len(extra)} unacknowledged deliveries reached the "
+                     f"subscription (extra seqs {seqs(extra)})", requirement=rid)
     checks.done()
     for held in first:
         c1.ack(held)
@@ -116,11 +117,12 @@ def test_queue_gives_each_message_to_one_consumer(harness: Harness) -> None:
     found = seqs(got)
     checks = Checks()
     dups = sorted({s for s in found if found.count(s) > 1})
-    checks.check(not dups, "JMS-4.1.2-QUEUE-ONE-CONSUMER", f"queue messages delivered twice: {dups}")
-    checks.check(not [d for d in got if d.seq in dups and not d.redelivered], "JMS-6.2.12-NO-DUPLICATE-PRODUCTION",
-                 f"unmarked duplicate deliveries: {dups}")
-    checks.check(sorted(set(found)) == list(range(20)), "JMS-4.1.2-QUEUE-ONE-CONSUMER",
-                 f"missing: {sorted(set(range(20)) - set(found))}")
+    checks.check(not dups, f"queue messages delivered twice: {dups}",
+                 requirement=req.JMS_4_1_2_QUEUE_ONE_CONSUMER)
+    checks.check(not [d for d in got if d.seq in dups and not d.redelivered],
+                 f"unmarked duplicate deliveries: {dups}", requirement=req.JMS_6_2_12_NO_DUPLICATE_PRODUCTION)
+    checks.check(sorted(set(found)) == list(range(20)),
+                 f"missing: {sorted(set(range(20)) - set(found))}", requirement=req.JMS_4_1_2_QUEUE_ONE_CONSUMER)
     checks.done()
 
 
@@ -131,7 +133,7 @@ def test_topic_copies_to_every_subscriber(harness: Harness) -> None:
     sa, sb = a.subscribe(t), b.subscribe(t)
     harness.send_seq(a, t, range(5))
     ga, gb = seqs(harness.receive_n(a, sa, 5)), seqs(harness.receive_n(b, sb, 5))
-    check(ga == gb == list(range(5)), "JMS-4.2-TOPIC-EVERY-SUBSCRIBER",
+    check(ga == gb == list(range(5)),
           f"subscriber a got {ga}, b got {gb}, expected [0..4] each")
 
 
@@ -145,9 +147,9 @@ def test_durable_subscription_keeps_messages_while_inactive(harness: Harness) ->
     harness.send_seq(harness.client("producer"), t, range(5), persistent=True)
     second = harness.client("durable-2", client_id=client_id)
     sub = second.subscribe(t, durable=DURABLE_NAME)
-    got = seqs(harness.expect_n(second, sub, 5, "JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS",
-                                "messages published while the durable subscription had no consumer"))
-    check(got == list(range(5)), "JMS-4.2.11-DURABLE-SUBSCRIPTION-RETAINS",
+    got = seqs(harness.expect_n(second, sub, 5,
+                                          what="messages published while the durable subscription had no consumer"))
+    check(got == list(range(5)),
           f"the resumed durable subscription delivered seqs {got}, expected [0..4] in order")
     second.unsubscribe(sub)
     second.remove_durable(t, DURABLE_NAME)
@@ -167,9 +169,9 @@ def test_durable_subscription_keeps_persistent_messages_across_restart(harness: 
     found = seqs(harness.receive_n(second, sub, 3) + harness.barrier(second, t, second, sub))
     checks = Checks()
     lost = sorted({0, 1, 2} - set(found))
-    checks.check(not lost, "JMS-9.1-QUEUE-PERSISTENT-RELIABLE",
+    checks.check(not lost,
                  f"persistent messages kept by a durable subscription lost in a restart: {lost}")
-    checks.check(sorted(found) == sorted(set(found)), "JMS-9.1-QUEUE-PERSISTENT-RELIABLE",
+    checks.check(sorted(found) == sorted(set(found)),
                  f"delivered more than once after the restart: {found}")
     checks.done()
     second.unsubscribe(sub)
@@ -190,7 +192,7 @@ def test_unsubscribe_stops_deliveries(harness: Harness) -> None:
     harness.receive_n(c, kept, 3)
     harness.barrier(c, t, c, kept)
     stray = c.receive(gone, 0)
-    check(stray is None, "STOMP-UNSUBSCRIBE-STOPS",
+    check(stray is None,
           "a MESSAGE arrived for a subscription after its UNSUBSCRIBE receipt")
 
 
@@ -199,28 +201,30 @@ def test_message_headers(harness: Harness) -> None:
     harness.require(Capability.QUEUES, Capability.RECEIPTS)
     if harness.adapter.protocol != "stomp":  # MESSAGE frame headers: AMQP has no such frame
         raise NotSupported("stomp-frames", f"{harness.adapter.name} does not speak STOMP")
-    _c, q, sub, got = received(harness, 2, "STOMP-MESSAGE-REQUIRED-HEADERS", ack=AckMode.CLIENT_INDIVIDUAL)
+    _c, q, sub, got = received(harness, 2, ack=AckMode.CLIENT_INDIVIDUAL,
+                               requirement=req.STOMP_MESSAGE_REQUIRED_HEADERS)
     checks = Checks()
     for d in got:
         h = d.headers
         checks.check(h.get("destination") == q and h.get("subscription") == sub and h.get("message-id"),
-                     "STOMP-MESSAGE-REQUIRED-HEADERS",
                      f"MESSAGE headers destination={h.get('destination')!r} subscription={h.get('subscription')!r} "
-                     f"message-id={h.get('message-id')!r}")
+                     f"message-id={h.get('message-id')!r}", requirement=req.STOMP_MESSAGE_REQUIRED_HEADERS)
         leaked = sorted(k for k in h if k in ("receipt", "transaction"))
-        checks.check(not leaked, "STOMP-MESSAGE-NO-LEAKED-HEADERS", f"SEND headers leaked into MESSAGE: {leaked}")
+        checks.check(not leaked, f"SEND headers leaked into MESSAGE: {leaked}",
+                     requirement=req.STOMP_MESSAGE_NO_LEAKED_HEADERS)
     ids = [d.message_id for d in got]
-    checks.check(len(set(ids)) == len(ids), "STOMP-MESSAGE-REQUIRED-HEADERS", f"message-ids not unique: {ids}")
+    checks.check(len(set(ids)) == len(ids), f"message-ids not unique: {ids}",
+                 requirement=req.STOMP_MESSAGE_REQUIRED_HEADERS)
     checks.done()
 
 
 @requirement("STOMP-MESSAGE-ID-STABLE")
 def test_message_id_stable_across_redelivery(harness: Harness) -> None:
     harness.require(Capability.ACK_CLIENT_INDIVIDUAL, Capability.ABRUPT_DISCONNECT)
-    c1, q, _s1, [first] = received(harness, 1, "STOMP-MESSAGE-ID-STABLE", ack=AckMode.CLIENT_INDIVIDUAL)
+    c1, q, _s1, [first] = received(harness, 1, ack=AckMode.CLIENT_INDIVIDUAL)
     c1.crash()
     c2 = harness.client()
     s2 = c2.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    again = harness.expect_n_after_loss(c2, s2, 1, "STOMP-MESSAGE-ID-STABLE", "redelivery")[0]
-    check(first.message_id == again.message_id, "STOMP-MESSAGE-ID-STABLE",
+    again = harness.expect_n_after_loss(c2, s2, 1, what="redelivery")[0]
+    check(first.message_id == again.message_id,
           f"message-id changed on redelivery: {first.message_id!r} -> {again.message_id!r}")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pytest
 
 from ackspec.adapters.base import AckMode, Capability, Client, Delivery, NotSupported
+from ackspec.conformance.cited import req
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.markers import requirement
 from ackspec.conformance.suite.support import received
@@ -28,16 +29,17 @@ from ackspec.spec import load_catalogue
 from ackspec.spec.model import Requirement
 
 FAMILY = "lifecycle"
-LIFECYCLE = (
+COVERED = requirement(
     "STOMP-LIFECYCLE-AUTO-CONSUMED", "STOMP-LIFECYCLE-CLIENT-RETURNED", "STOMP-LIFECYCLE-TX-ACK-UNDONE",
     "AMQP-LIFECYCLE-SETTLED-CONSUMED", "AMQP-LIFECYCLE-UNSETTLED-RETURNED", "AMQP-LIFECYCLE-TX-RETIREMENT-UNDONE",
-    "JMS-LIFECYCLE-RESTART-UNACKED-RETURNED",
+    "JMS-LIFECYCLE-RESTART-UNACKED-RETURNED", "JMS-3.4.7-REDELIVERED-SET",
 )
-"""The family's requirements, as literals: ``ackspec spec coverage`` finds citations statically, and the
-cases below are built at collection. :func:`lifecycle_cells` refuses to collect if the two disagree."""
-MARKED = "JMS-3.4.7-REDELIVERED-SET"
-COVERED = requirement(*LIFECYCLE, MARKED)
-"""What this module checks, for the static coverage scan; each case is marked with its own cell only."""
+"""What this module checks, as literals in a ``requirement`` marker (their one place): ``ackspec spec coverage``
+finds citations statically, and the cases below are built at collection. Each case is marked with its own cell
+(and the redelivered flag's requirement where it checks it) only."""
+*LIFECYCLE, MARKED = (str(rid) for rid in COVERED.args)
+"""The family's requirements (:func:`lifecycle_cells` refuses to collect if they and the catalogue disagree),
+and the redelivered flag's."""
 
 MODES = {
     "stomp": {"auto": AckMode.AUTO, "client": AckMode.CLIENT, "client-individual": AckMode.CLIENT_INDIVIDUAL,
@@ -158,17 +160,18 @@ def _left_on_queue(harness: Harness, queue: str, expected: int, cell: Cell) -> l
 def test_unacknowledged_messages_when_the_hold_ends(harness: Harness, cell: Cell) -> None:
     ack, event = _operation(harness, cell)
     persistent = event == "restart" and harness.has(Capability.PERSISTENCE)
-    c1, queue, sub, got = received(harness, SENT, cell.requirement, ack=ack, persistent=persistent)
+    c1, queue, sub, got = received(harness, SENT, ack=ack, requirement=cell.requirement, persistent=persistent)
     acked = _acknowledge(c1, got, cell.mode)
     _end_hold(harness, c1, sub, event)
     expected = [] if cell.outcome == "consumed" else sorted(set(seqs(got)) - acked)
     back = _left_on_queue(harness, queue, len(expected), cell)
     checks = Checks()
-    checks.check(sorted(seqs(back)) == expected, cell.requirement,
+    checks.check(sorted(seqs(back)) == expected,
                  f"{cell.mode} mode, {SENT} delivered, {sorted(acked) or 'none'} acknowledged, then {cell.event}: "
-                 f"expected {expected or 'nothing'} delivered again, got {seqs(back) or 'nothing'}")
+                 f"expected {expected or 'nothing'} delivered again, got {seqs(back) or 'nothing'}",
+                 requirement=cell.requirement)
     if cell.marked and harness.has(Capability.REDELIVERED_FLAG):
         unmarked = [d.seq for d in back if d.seq in expected and d.redelivered is not True]
-        checks.check(not unmarked, MARKED, f"delivered again after {cell.event} in {cell.mode} mode without the "
-                                           f"redelivered flag: seqs {unmarked}")
+        checks.check(not unmarked, f"delivered again after {cell.event} in {cell.mode} mode without the "
+                                   f"redelivered flag: seqs {unmarked}", requirement=req.JMS_3_4_7_REDELIVERED_SET)
     checks.done()

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ackspec.adapters.base import AckMode, Capability, Delivery
+from ackspec.conformance.cited import req
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.suite.support import left_after_disconnect, received
@@ -25,13 +26,13 @@ requirement = pytest.mark.requirement
 
 @requirement("STOMP-NACK-INDIVIDUAL")
 def test_nack_individual_covers_one(harness: Harness) -> None:
-    c1, q, _sub, got = received(harness, 3, "STOMP-NACK-INDIVIDUAL", ack=AckMode.CLIENT_INDIVIDUAL, prefetch=10)
+    c1, q, _sub, got = received(harness, 3, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=10)
     c1.nack(got[1])
     # seqs 0 and 2 must still be ours to acknowledge (a NACK of seq 1 touched nothing else)
     c1.ack(got[0])
     c1.ack(got[2])
     back = left_after_disconnect(harness, c1, q)
-    check(not {0, 2} & set(back), "STOMP-NACK-INDIVIDUAL",
+    check(not {0, 2} & set(back),
           f"NACK of seq 1 affected other messages: {back} came back after they were ACKed")
 
 
@@ -50,22 +51,25 @@ def test_nack_client_mode_is_cumulative(harness: Harness) -> None:
 
 
 def _nack_covers_earlier(harness: Harness, count: int, nacked: int) -> None:
-    c1, q, sub, got = received(harness, count, "STOMP-NACK-CLIENT-CUMULATIVE", ack=AckMode.CLIENT, prefetch=10)
+    c1, q, sub, got = received(harness, count, ack=AckMode.CLIENT, prefetch=10,
+                               requirement=req.STOMP_NACK_CLIENT_CUMULATIVE)
     harness.expect_dropped(q, range(nacked + 1), reason="NACKed: the broker may redeliver, drop or dead-letter it")
     c1.nack(got[nacked])  # covers seqs 0 .. nacked; the later ones stay held
     live = seqs(harness.barrier(c1, q, c1, sub))
     earlier = set(range(nacked))
     if nacked in live:  # the broker redelivers NACKed messages at once: so must every earlier one come back
-        check(earlier <= set(live), "STOMP-NACK-CLIENT-CUMULATIVE",
-              f"NACK of seq {nacked} redelivered {live} but not all the earlier seqs {sorted(earlier)}")
+        check(earlier <= set(live),
+              f"NACK of seq {nacked} redelivered {live} but not all the earlier seqs {sorted(earlier)}",
+              requirement=req.STOMP_NACK_CLIENT_CUMULATIVE)
         c1.disconnect()
         return
     back = left_after_disconnect(harness, c1, q)
     # not redelivered live: NACKed messages were discarded or dead-lettered. An earlier seq returning on
     # disconnect while the NACKed one did not means the NACK did not cover it.
     left = sorted(earlier & set(back))
-    check(not (left and nacked not in back), "STOMP-NACK-CLIENT-CUMULATIVE",
-          f"NACK of seq {nacked} in client mode left seqs {left} unacknowledged (returned on disconnect: {back})")
+    check(not (left and nacked not in back),
+          f"NACK of seq {nacked} in client mode left seqs {left} unacknowledged (returned on disconnect: {back})",
+          requirement=req.STOMP_NACK_CLIENT_CUMULATIVE)
 
 
 def _delivered_across_crashes(harness: Harness, n: int) -> list[Delivery]:
@@ -93,14 +97,15 @@ def test_redelivered_flag(harness: Harness) -> None:
     harness.require(Capability.ABRUPT_DISCONNECT, Capability.ACK_CLIENT_INDIVIDUAL)
     seen = _delivered_across_crashes(harness, 2)
     checks = Checks()
-    checks.check(len(seen) == 2, "STOMP-REDELIVERED-HEADER", f"message delivered {len(seen)} times, expected 2")
+    checks.check(len(seen) == 2, f"message delivered {len(seen)} times, expected 2",
+                 requirement=req.STOMP_REDELIVERED_HEADER)
     if seen:
-        checks.check(not seen[0].redelivered, "JMS-3.4.7-REDELIVERED-FALSE-FIRST",
-                     "first delivery carries redelivered:true")
+        checks.check(not seen[0].redelivered,
+                     "first delivery carries redelivered:true", requirement=req.JMS_3_4_7_REDELIVERED_FALSE_FIRST)
     if len(seen) == 2:  # its acknowledgement was lost with the connection: delivered again, marked
-        for rid in ("STOMP-REDELIVERED-HEADER", "JMS-6.2.11-REDELIVERY-MARKED"):
-            checks.check(seen[1].redelivered is True, rid,
-                         f"redelivery after a lost connection has redelivered={seen[1].redelivered}")
+        for rid in (req.STOMP_REDELIVERED_HEADER, req.JMS_6_2_11_REDELIVERY_MARKED):
+            checks.check(seen[1].redelivered is True,
+                         f"redelivery after a lost connection has redelivered={seen[1].redelivered}", requirement=rid)
     checks.done()
 
 
@@ -111,15 +116,19 @@ def test_delivery_count_grows(harness: Harness) -> None:
     seen = _delivered_across_crashes(harness, 3)
     counts = [d.delivery_count for d in seen]
     checks = Checks()
-    checks.check(len(seen) == 3, "STOMP-DELIVERY-COUNT-HEADER", f"delivered {len(seen)} times, expected 3")
-    checks.check(bool(counts) and counts[0] == 1, "JMS-3.5.11-DELIVERY-COUNT-FIRST-ONE",
-                 f"first delivery count is {counts[:1]}")
+    checks.check(len(seen) == 3, f"delivered {len(seen)} times, expected 3",
+                 requirement=req.STOMP_DELIVERY_COUNT_HEADER)
+    checks.check(bool(counts) and counts[0] == 1,
+                 f"first delivery count is {counts[:1]}", requirement=req.JMS_3_5_11_DELIVERY_COUNT_FIRST_ONE)
     ok = all(a is not None and b is not None and b > a for a, b in itertools.pairwise(counts))
-    checks.check(ok, "JMS-3.5.11-DELIVERY-COUNT-INCREMENTS", f"counts over redeliveries: {counts}")
-    checks.check(ok and None not in counts, "STOMP-DELIVERY-COUNT-HEADER", f"counts over redeliveries: {counts}")
+    checks.check(ok, f"counts over redeliveries: {counts}",
+                 requirement=req.JMS_3_5_11_DELIVERY_COUNT_INCREMENTS)
+    checks.check(ok and None not in counts, f"counts over redeliveries: {counts}",
+                 requirement=req.STOMP_DELIVERY_COUNT_HEADER)
     marked = [(d.redelivered, d.delivery_count) for d in seen if d.redelivered]
-    checks.check(all(count is not None and count >= 2 for _, count in marked), "JMS-3.5.11-REDELIVERED-IMPLIES-COUNT",
-                 f"(redelivered, count) of the deliveries marked redelivered: {marked}")
+    checks.check(all(count is not None and count >= 2 for _, count in marked),
+                 f"(redelivered, count) of the deliveries marked redelivered: {marked}",
+                 requirement=req.JMS_3_5_11_REDELIVERED_IMPLIES_COUNT)
     checks.done()
 
 
@@ -144,8 +153,9 @@ def test_dead_letter_after_redelivery_limit(harness: Harness) -> None:
             break
         deliveries += 1
         c.nack(d)
-    checks.check(deliveries == limit + 1, "AMQ-REDELIVERY-MAX",
-                 f"expected {limit + 1} deliveries (1 + {limit} redeliveries) before dead-lettering, got {deliveries}")
+    checks.check(deliveries == limit + 1,
+                 f"expected {limit + 1} deliveries (1 + {limit} redeliveries) before dead-lettering, got {deliveries}",
+                 requirement=req.AMQ_REDELIVERY_MAX)
     # it must now be on the dead-letter queue, and no longer on the queue
     dead = None
     while True:
@@ -156,10 +166,12 @@ def test_dead_letter_after_redelivery_limit(harness: Harness) -> None:
         if got.headers.get("original-destination", q) == q and got.seq == 0 and got.producer == "p1":
             dead = got
             break
-    checks.check(dead is not None, "AMQ-REDELIVERY-POISON-TO-DLQ",
-                 f"message not found on the dead-letter queue {dlq} after {deliveries} deliveries")
+    checks.check(dead is not None,
+                 f"message not found on the dead-letter queue {dlq} after {deliveries} deliveries",
+                 requirement=req.AMQ_REDELIVERY_POISON_TO_DLQ)
     extra = seqs(harness.barrier(c, q, c, sub, ack_each=True))
-    checks.check(not extra, "AMQ-REDELIVERY-MAX", f"redelivered beyond the limit: {extra}")
+    checks.check(not extra, f"redelivered beyond the limit: {extra}",
+                 requirement=req.AMQ_REDELIVERY_MAX)
     checks.done()
 
 
@@ -188,7 +200,6 @@ def test_delivery_count_grows_over_any_redeliveries(harness: Harness) -> None:
         seen = _deliveries_over(harness, q, sequence)
         counts = [d.delivery_count for d in seen]
         check(all(a is not None and b is not None and b > a for a, b in itertools.pairwise(counts)),
-              "JMS-3.5.11-DELIVERY-COUNT-INCREMENTS",
               f"delivery counts {counts} over deliveries ended by {sequence[:len(seen)]}")
 
     grows()

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ackspec.adapters.base import AckMode, Client, Delivery
+from ackspec.conformance.cited import req
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.strategies import drawn
@@ -47,7 +48,7 @@ def test_order_within_each_delivery_mode(harness: Harness) -> None:
         consumer.unsubscribe(sub)
         for mode in sorted(set(modes)):
             order = [s for s in seqs(got) if 0 <= s < len(modes) and modes[s] == mode]
-            check(order == sorted(order), "JMS-6.2.9.2-DELIVERY-MODE-ORDER",
+            check(order == sorted(order),
                   f"delivery mode {mode} out of send order: {order} (modes by seq: {modes})")
 
     per_mode()
@@ -71,14 +72,15 @@ def test_each_competing_consumer_sees_its_share_in_order(harness: Harness) -> No
         for c, sub in subs:
             c.unsubscribe(sub)
         every = sorted(s for share in shares for s in seqs(share))
-        check(len(every) == len(set(every)), "JMS-4.1.2-QUEUE-ONE-CONSUMER",
-              f"a message reached two of {count} consumers: {every}")
-        check(len(every) == n, "JMS-4.1.2-COMPETING-CONSUMER-ORDER", f"{len(every)} of {n} messages reached the "
-              "consumers")
+        check(len(every) == len(set(every)),
+              f"a message reached two of {count} consumers: {every}", requirement=req.JMS_4_1_2_QUEUE_ONE_CONSUMER)
+        check(len(every) == n, f"{len(every)} of {n} messages reached the "
+              "consumers", requirement=req.JMS_4_1_2_COMPETING_CONSUMER_ORDER)
         for i, share in enumerate(shares):
             order = seqs(share)
-            check(order == sorted(order), "JMS-4.1.2-COMPETING-CONSUMER-ORDER",
-                  f"consumer {i} of {count} got its share out of send order: {order}")
+            check(order == sorted(order),
+                  f"consumer {i} of {count} got its share out of send order: {order}",
+                  requirement=req.JMS_4_1_2_COMPETING_CONSUMER_ORDER)
 
     shares_in_order()
 

@@ -24,6 +24,7 @@ from hypothesis.errors import Flaky
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
 from ackspec.adapters.base import AckMode, Capability, Client, Delivery, Indeterminate
+from ackspec.conformance.cited import req
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import LOSS_CLEANUP_GRACE, SENTINEL_HEADER, Harness
 from ackspec.conformance.model import QueueModel
@@ -32,12 +33,6 @@ from ackspec.conformance.verdicts import RequirementViolation
 
 requirement = pytest.mark.requirement
 
-MODEL_REQUIREMENTS = (
-    "JMS-9.1-QUEUE-PERSISTENT-RELIABLE", "STOMP-ACK-UNACKED-NOT-CONSUMED", "JMS-6.2.11-NO-DUPLICATE-AFTER-ACK",
-    "STOMP-ACK-CLIENT-CUMULATIVE", "STOMP-ACK-AUTO", "JMS-4.1.2-QUEUE-ONE-CONSUMER",
-    "JMS-6.2.12-NO-DUPLICATE-PRODUCTION", "JMS-6.2.9.1-PER-PRODUCER-ORDER", "STOMP-TX-SEND-INVISIBLE",
-    "STOMP-TX-ABORT-DISCARDS-SENDS", "STOMP-TX-COMMIT-ATOMIC", "STOMP-SEND-BODY-INTACT", "STOMP-TX-ABORT-ACKS-UNDONE",
-)
 
 
 DRAIN_ROUNDS = 4
@@ -89,7 +84,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.consumer is not None and self.sub is not None
         d = self.consumer.receive(self.sub)
         if d is None:
-            raise self._violation("JMS-9.1-QUEUE-PERSISTENT-RELIABLE",
+            raise self._violation(req.JMS_9_1_QUEUE_PERSISTENT_RELIABLE,
                                   "a message the model says is deliverable did not arrive", self._ops())
         self._judge(self.model.delivered, self.sub, d.seq, d.body, d.redelivered, d.delivery_count, self._ops())
         if d.seq is not None:
@@ -220,7 +215,7 @@ class QueueMachine(RuleBasedStateMachine):
             while True:
                 d = drain.receive(sub)
                 if d is None:
-                    raise self._violation("JMS-9.1-QUEUE-PERSISTENT-RELIABLE", "drain: the sentinel never arrived")
+                    raise self._violation(req.JMS_9_1_QUEUE_PERSISTENT_RELIABLE, "drain: the sentinel never arrived")
                 if d.headers.get(SENTINEL_HEADER) == token:
                     break
                 if d.headers.get(SENTINEL_HEADER) is None:
@@ -244,7 +239,12 @@ class QueueMachine(RuleBasedStateMachine):
                 client.disconnect()
 
 
-@requirement(*MODEL_REQUIREMENTS)
+@requirement(
+    "JMS-9.1-QUEUE-PERSISTENT-RELIABLE", "STOMP-ACK-UNACKED-NOT-CONSUMED", "JMS-6.2.11-NO-DUPLICATE-AFTER-ACK",
+    "STOMP-ACK-CLIENT-CUMULATIVE", "STOMP-ACK-AUTO", "JMS-4.1.2-QUEUE-ONE-CONSUMER",
+    "JMS-6.2.12-NO-DUPLICATE-PRODUCTION", "JMS-6.2.9.1-PER-PRODUCER-ORDER", "STOMP-TX-SEND-INVISIBLE",
+    "STOMP-TX-ABORT-DISCARDS-SENDS", "STOMP-TX-COMMIT-ATOMIC", "STOMP-SEND-BODY-INTACT", "STOMP-TX-ABORT-ACKS-UNDONE",
+)
 def test_queue_state_machine(harness: Harness) -> None:
     """Random operation sequences on a queue obey the model of the ack/nack/transaction rules."""
     harness.require(Capability.QUEUES, Capability.ACK_CLIENT, Capability.ACK_CLIENT_INDIVIDUAL, Capability.RECEIPTS)

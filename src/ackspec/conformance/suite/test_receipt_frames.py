@@ -21,7 +21,9 @@ from ackspec.conformance.rawstomp import RawFrame, RawStomp, frame
 from ackspec.conformance.suite.support import command_of
 from ackspec.spec import load_catalogue
 
-AFTER_PROCESSING = "STOMP-RECEIPT-AFTER-PROCESSING"
+CITED = requirement("STOMP-RECEIPT-AFTER-PROCESSING")
+"""What :func:`test_a_receipt_for_each_frame` cites (the ID's one place): its ``frame`` domain builds the cases."""
+AFTER_PROCESSING = str(CITED.args[0])
 TX = "tx-receipt"
 
 
@@ -131,7 +133,7 @@ CASES: dict[str, Callable[[Harness, RawStomp, str], None]] = {
 """What each frame's RECEIPT promises, checked; a frame the catalogue adds needs its entry here."""
 
 
-@requirement(AFTER_PROCESSING)
+@CITED
 @pytest.mark.parametrize("command", _frames())
 def test_a_receipt_for_each_frame(harness: Harness, command: str) -> None:
     case = CASES.get(command)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ackspec.adapters.base import AckMode, Capability
+from ackspec.conformance.cited import req
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.rawstomp import RawStomp, frame
 from ackspec.conformance.verdicts import Checks, check
@@ -57,7 +58,7 @@ def test_every_receipt_is_answered(harness: Harness) -> None:
     ids.append("r-unsub")
     raw.send(frame("UNSUBSCRIBE", {"id": "s1", "receipt": "r-unsub"}))
     got = _receipts(raw, len(ids), harness.timeout)
-    check(set(got) >= set(ids), "STOMP-RECEIPT-AFTER-PROCESSING",
+    check(set(got) >= set(ids),
           f"receipts missing for {sorted(set(ids) - set(got))} (connection {'closed' if raw.eof else 'open'})")
 
 
@@ -65,7 +66,7 @@ def test_every_receipt_is_answered(harness: Harness) -> None:
 def test_receipts_come_in_frame_order(harness: Harness) -> None:
     raw, ids = _sends_asking_receipts(harness, 20, persistent_every=2)
     got = _receipts(raw, len(ids), harness.timeout)
-    check(got == ids, "STOMP-RECEIPT-ORDER", f"receipts in order {got[:8]}... for frames {ids[:8]}...")
+    check(got == ids, f"receipts in order {got[:8]}... for frames {ids[:8]}...")
 
 
 @requirement("STOMP-DISCONNECT-RECEIPT-LAST", "STOMP-RECEIPT-CUMULATIVE")
@@ -76,10 +77,11 @@ def test_disconnect_receipt_comes_last(harness: Harness) -> None:
     got = _receipts(raw, len(ids) + 1, harness.timeout)
     checks = Checks()
     before = got[: got.index("r-disconnect")] if "r-disconnect" in got else got
-    checks.check("r-disconnect" in got and set(before) == set(ids), "STOMP-DISCONNECT-RECEIPT-LAST",
-                 f"{len(set(ids) - set(before))} SEND receipts missing before the DISCONNECT receipt")
-    checks.check(set(ids) <= set(got), "STOMP-RECEIPT-CUMULATIVE",
-                 f"{len(set(ids) - set(got))} SEND receipts were never sent")
+    checks.check("r-disconnect" in got and set(before) == set(ids),
+                 f"{len(set(ids) - set(before))} SEND receipts missing before the DISCONNECT receipt",
+                 requirement=req.STOMP_DISCONNECT_RECEIPT_LAST)
+    checks.check(set(ids) <= set(got),
+                 f"{len(set(ids) - set(got))} SEND receipts were never sent", requirement=req.STOMP_RECEIPT_CUMULATIVE)
     checks.done()
 
 
@@ -98,11 +100,13 @@ def test_receipted_persistent_send_survives_restart(harness: Harness) -> None:
     got += harness.barrier(after, q, after, sub, ack_each=True)
     found = seqs(got)
     checks = Checks()
-    for rid in ("STOMP-RECEIPT-PERSISTENT-DURABLE", "ARTEMIS-DURABLE-ROUTED-PERSISTED"):
-        checks.check(set(found) >= set(range(5)), rid,
-                     f"receipted persistent messages lost in a restart: {sorted(set(range(5)) - set(found))}")
-    checks.check(sorted(found) == sorted(set(found)), "JMS-7.7-PERSISTENT-ONCE-AND-ONLY-ONCE",
-                 f"delivered more than once after the restart: {found}")
+    for rid in (req.STOMP_RECEIPT_PERSISTENT_DURABLE, req.ARTEMIS_DURABLE_ROUTED_PERSISTED):
+        checks.check(set(found) >= set(range(5)),
+                     f"receipted persistent messages lost in a restart: {sorted(set(range(5)) - set(found))}",
+                     requirement=rid)
+    checks.check(sorted(found) == sorted(set(found)),
+                 f"delivered more than once after the restart: {found}",
+                 requirement=req.JMS_7_7_PERSISTENT_ONCE_AND_ONLY_ONCE)
     checks.done()
 
 
@@ -121,24 +125,23 @@ def test_unacknowledged_messages_come_back_marked_after_a_failure(harness: Harne
     harness.send_seq(p, q, range(3), persistent=True)
     before = harness.client("before-failure")
     sub = before.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    harness.expect_n(before, sub, 3, "JMS-9.1-FAILURE-REDELIVERY-MARKED", "deliveries before the failure")
+    harness.expect_n(before, sub, 3, what="deliveries before the failure")
     if failure == "connection":
         before.crash()
     else:
         harness.restart_broker()
     after = harness.client("after-failure")
     sub = after.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
-    got = harness.expect_n_after_loss(after, sub, 3, "JMS-9.1-FAILURE-REDELIVERY-MARKED",
-                                      f"messages after the {failure} failure")
+    got = harness.expect_n_after_loss(after, sub, 3, what=f"messages after the {failure} failure")
     for d in got:
         after.ack(d)
     checks = Checks()
     unmarked = [d.seq for d in got if d.redelivered is not True]
-    checks.check(not unmarked, "JMS-9.1-FAILURE-REDELIVERY-MARKED",
+    checks.check(not unmarked,
                  f"delivered before the {failure} failure, unacknowledged, and redelivered without the redelivered "
                  f"flag: seqs {unmarked}")
     low = [(d.seq, d.delivery_count) for d in got if d.delivery_count is not None and d.delivery_count < 2]
-    checks.check(not low, "JMS-9.1-FAILURE-REDELIVERY-MARKED",
+    checks.check(not low,
                  f"redelivered after the {failure} failure with a delivery count below 2 (seq, count): {low}")
     checks.done()
 
@@ -163,11 +166,13 @@ def test_receipted_persistent_send_survives_power_loss(harness: Harness) -> None
     sub = after.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
     found = seqs(harness.barrier(after, q, after, sub, ack_each=True))
     checks = Checks()
-    for rid in ("STOMP-RECEIPT-PERSISTENT-DURABLE", "ARTEMIS-JOURNAL-SYNC-NON-TRANSACTIONAL"):
-        checks.check(set(found) >= {0, 1}, rid,
-                     f"receipted persistent messages lost in a power loss: {sorted({0, 1} - set(found))}")
-    checks.check(sorted(found) == sorted(set(found)), "JMS-7.7-PERSISTENT-ONCE-AND-ONLY-ONCE",
-                 f"delivered more than once after the power loss: {found}")
+    for rid in (req.STOMP_RECEIPT_PERSISTENT_DURABLE, req.ARTEMIS_JOURNAL_SYNC_NON_TRANSACTIONAL):
+        checks.check(set(found) >= {0, 1},
+                     f"receipted persistent messages lost in a power loss: {sorted({0, 1} - set(found))}",
+                     requirement=rid)
+    checks.check(sorted(found) == sorted(set(found)),
+                 f"delivered more than once after the power loss: {found}",
+                 requirement=req.JMS_7_7_PERSISTENT_ONCE_AND_ONLY_ONCE)
     checks.done()
 
 

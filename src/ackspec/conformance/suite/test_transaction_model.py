@@ -31,6 +31,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_sta
 
 from ackspec.adapters.base import AckMode, Capability, Client, Delivery, Indeterminate
 from ackspec.conformance import model as rules
+from ackspec.conformance.cited import req
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import LOSS_CLEANUP_GRACE, SENTINEL_HEADER, Harness
 from ackspec.conformance.model import QueueModel
@@ -41,24 +42,18 @@ requirement = pytest.mark.requirement
 SESSIONS = 2
 """Transacted sessions, and queues (session i consumes queue i)."""
 
-COMMIT = "JMS-6.2.7-COMMIT-ATOMIC"
-INVISIBLE = "JMS-6.2.7-SENDS-INVISIBLE-UNTIL-COMMIT"
-ROLLBACK_SENDS = "JMS-6.2.7-ROLLBACK-DISCARDS-SENDS"
-ROLLBACK_RECEIVES = "JMS-6.2.7-ROLLBACK-REDELIVERS"
-ORDER = "JMS-6.2.9.2-TRANSACTION-ORDER"
-ACK_BY_COMMIT = "JMS-6.2.10-SESSION-TRANSACTED"
-CLOSE = "JMS-6.1.8-CLOSE-ROLLS-BACK"
-MARKED = "JMS-3.4.7-REDELIVERED-SET"
 
-JMS_RULES = {
-    rules.TX_INVISIBLE: INVISIBLE,
-    rules.TX_COMMIT: COMMIT,
-    rules.ORDER: ORDER,
-    rules.DUPLICATE_AFTER_ACK: ACK_BY_COMMIT,
-    rules.REDELIVERED: MARKED,
-    rules.LOST: COMMIT,  # every message of this machine is sent in a transaction: owed because committed
-}
-"""The queue model's STOMP-worded rules, as the transaction rules of Jakarta Messaging state them."""
+def jms_rules() -> dict[str, str]:
+    """The queue model's STOMP-worded rules, as the transaction rules of Jakarta Messaging state them (the
+    running test's cited requirements)."""
+    return {
+        rules.TX_INVISIBLE: req.JMS_6_2_7_SENDS_INVISIBLE_UNTIL_COMMIT,
+        rules.TX_COMMIT: req.JMS_6_2_7_COMMIT_ATOMIC,
+        rules.ORDER: req.JMS_6_2_9_2_TRANSACTION_ORDER,
+        rules.DUPLICATE_AFTER_ACK: req.JMS_6_2_10_SESSION_TRANSACTED,
+        rules.REDELIVERED: req.JMS_3_4_7_REDELIVERED_SET,
+        rules.LOST: req.JMS_6_2_7_COMMIT_ATOMIC,  # every message is sent in a transaction: owed because committed
+    }
 
 DRAIN_ROUNDS = 4
 """Sentinel rounds a final drain waits through while the model still owes messages of that queue."""
@@ -85,7 +80,7 @@ class TransactionMachine(RuleBasedStateMachine):
         h = self.harness
         self.queues = [h.queue(f"tx{i}") for i in range(SESSIONS)]
         self.models = {(q, p): QueueModel(redelivered_flag=h.has(Capability.REDELIVERED_FLAG),
-                                          delivery_count=h.has(Capability.DELIVERY_COUNT), rules=JMS_RULES,
+                                          delivery_count=h.has(Capability.DELIVERY_COUNT), rules=jms_rules(),
                                           rollback_marks=True)
                        for q in range(SESSIONS) for p in range(SESSIONS)}
         self.sessions: list[_Session | None] = [None] * SESSIONS
@@ -167,7 +162,8 @@ class TransactionMachine(RuleBasedStateMachine):
             if d is None:  # what a dead session held may come back late (a broker cleans up asynchronously)
                 d = s.client.receive(s.sub, self.harness.timeout * LOSS_CLEANUP_GRACE)
             if d is None:
-                raise self._violation(COMMIT, "a committed message the model says is deliverable did not arrive")
+                raise self._violation(req.JMS_6_2_7_COMMIT_ATOMIC,
+                                      "a committed message the model says is deliverable did not arrive")
             self._delivered(i, s.sub, d)
             if d.seq is None:
                 continue
@@ -200,12 +196,12 @@ class TransactionMachine(RuleBasedStateMachine):
             return
         s.client.abort(s.tx)
         s.tx = None
-        self._end(i, ROLLBACK_SENDS, ROLLBACK_RECEIVES, crash=False)
+        self._end(i, req.JMS_6_2_7_ROLLBACK_DISCARDS_SENDS, req.JMS_6_2_7_ROLLBACK_REDELIVERS, crash=False)
 
     @rule(i=st.integers(0, SESSIONS - 1), crash=st.booleans())
     def close(self, i: int, crash: bool) -> None:
         if self.sessions[i] is not None:
-            self._end(i, CLOSE, CLOSE, crash=crash and self.crashes)
+            self._end(i, req.JMS_6_1_8_CLOSE_ROLLS_BACK, req.JMS_6_1_8_CLOSE_ROLLS_BACK, crash=crash and self.crashes)
 
     def _end(self, i: int, sends_rule: str, receives_rule: str, *, crash: bool) -> None:
         """The session closes (or dies): its open transaction rolls back, what it held comes back."""
@@ -226,7 +222,7 @@ class TransactionMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         for i, s in enumerate(self.sessions):
             if s is not None:
-                self._end(i, CLOSE, CLOSE, crash=False)
+                self._end(i, req.JMS_6_1_8_CLOSE_ROLLS_BACK, req.JMS_6_1_8_CLOSE_ROLLS_BACK, crash=False)
         sentinels = self.harness.client("sentinels")
         for q in range(SESSIONS):
             self._drain(q, sentinels)
@@ -246,7 +242,8 @@ class TransactionMachine(RuleBasedStateMachine):
             while True:
                 d = drain.receive(sub)
                 if d is None:
-                    raise self._violation(COMMIT, f"drain of queue {q}: the sentinel never arrived")
+                    raise self._violation(req.JMS_6_2_7_COMMIT_ATOMIC,
+                                          f"drain of queue {q}: the sentinel never arrived")
                 if d.headers.get(SENTINEL_HEADER) == token:
                     break
                 if d.headers.get(SENTINEL_HEADER) is None:
@@ -270,8 +267,10 @@ class TransactionMachine(RuleBasedStateMachine):
                 self._delivered(q, sub, d)
 
 
-@requirement(COMMIT, INVISIBLE, ROLLBACK_SENDS, ROLLBACK_RECEIVES, ORDER, ACK_BY_COMMIT,
-             "JMS-6.2.10-ROLLBACK-INCREMENTS-COUNT", CLOSE, "JMS-6.2.15-CLOSE-ROLLS-BACK", MARKED)
+@requirement("JMS-6.2.7-COMMIT-ATOMIC", "JMS-6.2.7-SENDS-INVISIBLE-UNTIL-COMMIT", "JMS-6.2.7-ROLLBACK-DISCARDS-SENDS",
+             "JMS-6.2.7-ROLLBACK-REDELIVERS", "JMS-6.2.9.2-TRANSACTION-ORDER", "JMS-6.2.10-SESSION-TRANSACTED",
+             "JMS-6.2.10-ROLLBACK-INCREMENTS-COUNT", "JMS-6.1.8-CLOSE-ROLLS-BACK", "JMS-6.2.15-CLOSE-ROLLS-BACK",
+             "JMS-3.4.7-REDELIVERED-SET")
 def test_transactions_state_machine(harness: Harness) -> None:
     """Random interleavings of transacted sends, receives, acks, commits, rollbacks and crashes."""
     harness.require(Capability.QUEUES, Capability.ACK_CLIENT_INDIVIDUAL, Capability.RECEIPTS)

@@ -40,10 +40,10 @@ def test_the_handshake_selects_v12_stomp(harness: Harness) -> None:
     raw = _ws(harness)
     reply = raw.connect(harness.settings.login, harness.settings.passcode, harness.settings.vhost)
     checks = Checks()
-    checks.check(raw.subprotocol == "v12.stomp", "STOMP-WS-SUBPROTOCOL",
+    checks.check(raw.subprotocol == "v12.stomp",
                  f"offered v12.stomp, v11.stomp, v10.stomp; the server selected {raw.subprotocol!r}")
     checks.check(reply is not None and reply.command == "CONNECTED" and reply.headers.get("version") == "1.2",
-                 "STOMP-WS-SUBPROTOCOL", f"CONNECT over the WebSocket answered with {reply}")
+                 f"CONNECT over the WebSocket answered with {reply}")
     checks.done()
 
 
@@ -58,7 +58,7 @@ def test_frames_split_over_and_sharing_messages(harness: Harness) -> None:
     raw.send(connect[9:])
     connected = raw.read_frame()
     checks = Checks()
-    checks.check(connected is not None and connected.command == "CONNECTED", "STOMP-WS-STREAM-ACROSS-MESSAGES",
+    checks.check(connected is not None and connected.command == "CONNECTED",
                  f"a CONNECT split over two WebSocket messages was answered with {connected}")
     if connected is None or connected.command != "CONNECTED":
         checks.done()
@@ -76,9 +76,9 @@ def test_frames_split_over_and_sharing_messages(harness: Harness) -> None:
         if got is None:
             break
         seen.setdefault(got.command, []).append(got.headers.get("receipt-id", got.body.decode("utf-8", "replace")))
-    checks.check(sorted(seen["RECEIPT"]) == [f"r1-{token}", f"r2-{token}"], "STOMP-WS-STREAM-ACROSS-MESSAGES",
+    checks.check(sorted(seen["RECEIPT"]) == [f"r1-{token}", f"r2-{token}"],
                  f"receipts for frames sharing and split over messages: {seen['RECEIPT']}")
-    checks.check(sorted(seen["MESSAGE"]) == ["one", "two"], "STOMP-WS-STREAM-ACROSS-MESSAGES",
+    checks.check(sorted(seen["MESSAGE"]) == ["one", "two"],
                  f"messages delivered: {seen['MESSAGE']} (expected one and two)")
     checks.done()
 
@@ -97,6 +97,6 @@ def test_a_binary_body_travels_intact(harness: Harness) -> None:
     raw.send(frame("SEND", {"destination": q, "receipt": "sent", "content-type": "application/octet-stream",
                            "content-length": str(len(body))}, body))
     got = raw.read_until("MESSAGE")
-    check(got is not None and got.body == body, "STOMP-WS-BINARY-BODY",
+    check(got is not None and got.body == body,
           f"a {len(body)}-byte binary body arrived as {None if got is None else len(got.body)} bytes"
           + ("" if got is None or got.body == body else " that differ"))

@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 
 from ackspec.adapters.amqp_proton import ProtonClient
 from ackspec.adapters.base import AckMode, Capability, Delivery
+from ackspec.conformance.cited import req
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.strategies import drawn
 from ackspec.conformance.suite.amqp.support import amqp_client
-from ackspec.conformance.verdicts import RequirementViolation
+from ackspec.conformance.verdicts import violation
 
 requirement = pytest.mark.requirement
 
@@ -64,7 +65,7 @@ def test_delivery_tags_unique_among_unsettled(harness: Harness) -> None:
         try:
             while arrived < total:
                 wanted = min(credit - len(held), total - arrived)
-                for d in harness.expect_n(c, sub, wanted, "AMQP-2.6.12-UNSETTLED-AT-LEAST-ONCE",
+                for d in harness.expect_n(c, sub, wanted, req.AMQP_2_6_12_UNSETTLED_AT_LEAST_ONCE,
                                           f"deliveries of the {total} accepted sends ({arrived} so far)"):
                     _hold(held, d)
                 arrived += wanted
@@ -86,12 +87,14 @@ def _hold(held: dict[str, Delivery], d: Delivery) -> None:
     """Add one arrival to the link's unsettled deliveries, unless its tag is already among them."""
     tag = d.headers.get(TAG_HEADER)
     if tag is None:
-        raise RequirementViolation("AMQP-2.6.12-DELIVERY-TAG-UNIQUE",
-                                   f"an unsettled delivery (seq {d.seq}) arrived without a delivery tag")
+        raise violation(
+                                   f"an unsettled delivery (seq {d.seq}) arrived without a delivery tag",
+                                   requirement=req.AMQP_2_6_12_DELIVERY_TAG_UNIQUE)
     if tag in held:
-        raise RequirementViolation("AMQP-2.6.12-DELIVERY-TAG-UNIQUE",
+        raise violation(
                                    f"seq {d.seq} arrived with tag {tag}, the tag of seq {held[tag].seq} which the "
-                                   f"link still holds unsettled (unsettled: {seqs(held.values())})")
+                                   f"link still holds unsettled (unsettled: {seqs(held.values())})",
+                                   requirement=req.AMQP_2_6_12_DELIVERY_TAG_UNIQUE)
     held[tag] = d
 
 
@@ -159,10 +162,10 @@ def _poll(links: dict[str, _Link], q: str) -> None:
         link.client.round_trip(q)
         while (d := link.client.receive(link.sub, 0)) is not None:
             if d.seq in other.held:
-                raise RequirementViolation("AMQP-3.3-ACQUIRED-EXCLUSIVE",
+                raise violation(
                                            f"seq {d.seq} was delivered on link {link.name} while link {other.name} "
                                            f"held it acquired and unsettled (held by {other.name}: "
-                                           f"{sorted(other.held)})")
+                                           f"{sorted(other.held)})", requirement=req.AMQP_3_3_ACQUIRED_EXCLUSIVE)
             if d.seq is not None:
                 link.held[d.seq] = d
 

@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 from ackspec.adapters.amqp_proton import DrainResult, ProtonClient
 from ackspec.adapters.base import AckMode, AdapterError, Capability, Delivery, NotSupported
+from ackspec.conformance.cited import req
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.strategies import drawn
 from ackspec.conformance.suite.amqp.support import amqp_client, unsettled_modes
-from ackspec.conformance.verdicts import Checks, RequirementViolation, check
+from ackspec.conformance.verdicts import Checks, RequirementViolation, check, violation
 
 requirement = pytest.mark.requirement
 
@@ -32,7 +33,7 @@ def drain_or_violation(c: ProtonClient, sub: str, *, credit: int = 0) -> DrainRe
     try:
         return c.drain(sub, credit=credit)
     except AdapterError as exc:
-        raise RequirementViolation("AMQP-2.6.7-DRAIN", f"the drain failed: {exc}") from exc
+        raise violation(f"the drain failed: {exc}", requirement=req.AMQP_2_6_7_DRAIN) from exc
 
 
 @requirement("AMQP-2.6.7-INITIAL-CREDIT-ZERO", "AMQP-2.6.7-CREDIT-BOUND", "AMQP-2.6.7-CREDIT-REPLENISH")
@@ -46,24 +47,29 @@ def test_transfers_never_exceed_credit(harness: Harness) -> None:
     checks = Checks()
     c.round_trip(q)
     granted, transfers = c.accounting(sub)
-    checks.check(transfers == 0, "AMQP-2.6.7-INITIAL-CREDIT-ZERO",
-                 f"{transfers} transfers arrived on a link that was given no credit")
+    checks.check(transfers == 0,
+                 f"{transfers} transfers arrived on a link that was given no credit",
+                 requirement=req.AMQP_2_6_7_INITIAL_CREDIT_ZERO)
     c.flow(sub, 2)
     first = harness.receive_n(c, sub, 2)
     c.round_trip(q)
     granted, transfers = c.accounting(sub)
-    checks.check(len(first) == 2, "AMQP-2.6.7-CREDIT-REPLENISH", f"credit 2 with 8 queued gave {seqs(first)}")
-    checks.check(transfers <= granted, "AMQP-2.6.7-CREDIT-BOUND",
-                 f"{transfers} transfers for {granted} credit granted")
+    checks.check(len(first) == 2, f"credit 2 with 8 queued gave {seqs(first)}",
+                 requirement=req.AMQP_2_6_7_CREDIT_REPLENISH)
+    checks.check(transfers <= granted,
+                 f"{transfers} transfers for {granted} credit granted", requirement=req.AMQP_2_6_7_CREDIT_BOUND)
     c.flow(sub, 3)  # exactly three more
     more = harness.receive_n(c, sub, 3)
     c.round_trip(q)
     granted, transfers = c.accounting(sub)
-    checks.check(len(more) == 3, "AMQP-2.6.7-CREDIT-REPLENISH",
-                 f"flow adding 3 credit (5 queued) let {len(more)} through: {seqs(more)}")
-    checks.check(transfers <= granted and transfers == 5, "AMQP-2.6.7-CREDIT-BOUND",
-                 f"{transfers} transfers for {granted} credit granted (expected exactly 5)")
-    checks.check(c.credit(sub) == 0, "AMQP-2.6.7-CREDIT-BOUND", f"credit left {c.credit(sub)}, expected 0")
+    checks.check(len(more) == 3,
+                 f"flow adding 3 credit (5 queued) let {len(more)} through: {seqs(more)}",
+                 requirement=req.AMQP_2_6_7_CREDIT_REPLENISH)
+    checks.check(transfers <= granted and transfers == 5,
+                 f"{transfers} transfers for {granted} credit granted (expected exactly 5)",
+                 requirement=req.AMQP_2_6_7_CREDIT_BOUND)
+    checks.check(c.credit(sub) == 0, f"credit left {c.credit(sub)}, expected 0",
+                 requirement=req.AMQP_2_6_7_CREDIT_BOUND)
     checks.done()
 
 
@@ -75,18 +81,18 @@ def test_drain_with_nothing_available(harness: Harness) -> None:
     sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=4, headers=unsettled_modes())
     result = drain_or_violation(c, sub)
     checks = Checks()
-    checks.check(result.echoed, "AMQP-2.6.7-DRAIN", "the sender did not answer the drain with its flow state")
-    checks.check(result.credit_after == 0, "AMQP-2.6.7-DRAIN",
+    checks.check(result.echoed, "the sender did not answer the drain with its flow state")
+    checks.check(result.credit_after == 0,
                  f"after draining an empty queue the link still has {result.credit_after} of "
                  f"{result.credit_before} credit")
-    checks.check(not result.delivered, "AMQP-2.6.7-DRAIN", f"draining an empty queue delivered {result.delivered}")
+    checks.check(not result.delivered, f"draining an empty queue delivered {result.delivered}")
     # the credit is gone: a message sent now must wait for new credit
     harness.send_seq(c, q, [0])
     c.round_trip(q)
     _granted, transfers = c.accounting(sub)
-    checks.check(transfers == 0, "AMQP-2.6.7-DRAIN", f"{transfers} transfers after the drain used up the credit")
+    checks.check(transfers == 0, f"{transfers} transfers after the drain used up the credit")
     c.flow(sub, 1)
-    checks.check(seqs(harness.receive_n(c, sub, 1)) == [0], "AMQP-2.6.7-DRAIN",
+    checks.check(seqs(harness.receive_n(c, sub, 1)) == [0],
                  "a message queued after the drain did not arrive once credit was granted")
     checks.done()
 
@@ -104,15 +110,18 @@ def test_drain_sends_what_is_there_then_stops(harness: Harness) -> None:
     except RequirementViolation as exc:
         # the drain broke the link or session: the credit bound still holds or not over what did arrive
         granted, transfers = c.accounting(sub)
-        checks.check(False, exc.requirement, str(exc).removeprefix(f"{exc.requirement}: "))
-        checks.check(transfers <= granted, "AMQP-2.6.7-CREDIT-BOUND", f"{transfers} transfers for {granted} credit")
+        checks.check(False, str(exc).removeprefix(f"{exc.requirement}: "), requirement=exc.requirement)
+        checks.check(transfers <= granted, f"{transfers} transfers for {granted} credit",
+                     requirement=req.AMQP_2_6_7_CREDIT_BOUND)
         checks.done()
         return
     got = seqs(result.delivered)
-    checks.check(sorted(got) == [0, 1], "AMQP-2.6.7-DRAIN", f"drain with 5 credit and 2 queued delivered {got}")
-    checks.check(result.credit_after == 0, "AMQP-2.6.7-DRAIN", f"credit left after the drain: {result.credit_after}")
-    checks.check(result.transfers <= result.granted, "AMQP-2.6.7-CREDIT-BOUND",
-                 f"{result.transfers} transfers for {result.granted} credit")
+    checks.check(sorted(got) == [0, 1], f"drain with 5 credit and 2 queued delivered {got}",
+                 requirement=req.AMQP_2_6_7_DRAIN)
+    checks.check(result.credit_after == 0, f"credit left after the drain: {result.credit_after}",
+                 requirement=req.AMQP_2_6_7_DRAIN)
+    checks.check(result.transfers <= result.granted,
+                 f"{result.transfers} transfers for {result.granted} credit", requirement=req.AMQP_2_6_7_CREDIT_BOUND)
     checks.done()
 
 
@@ -134,12 +143,12 @@ def test_transfer_beyond_credit_ends_the_link(harness: Harness) -> None:
     finally:
         set_window(old)
     checks = Checks()
-    checks.check(condition == "amqp:link:transfer-limit-exceeded", "AMQP-2.6.7-TRANSFER-LIMIT-EXCEEDED",
+    checks.check(condition == "amqp:link:transfer-limit-exceeded",
                  f"{credit + 2} transfers for credit {credit}: ended with {condition or 'nothing (accepted)'}")
     # the broker stays up and kept what was within credit
     sub = c.subscribe(q, ack=AckMode.AUTO)
     kept = harness.barrier(c, q, c, sub)
-    checks.check(len(kept) <= credit, "AMQP-2.6.7-TRANSFER-LIMIT-EXCEEDED",
+    checks.check(len(kept) <= credit,
                  f"{len(kept)} of the transfers beyond credit {credit} were taken")
     checks.done()
 
@@ -155,14 +164,14 @@ def test_prefetch_credit_with_acknowledgements(harness: Harness) -> None:
     held = harness.receive_n(c, sub, 2)
     c.round_trip(q)
     _granted, transfers = c.accounting(sub)
-    check(transfers == 2, "AMQP-2.6.7-CREDIT-BOUND", f"prefetch 2 (credit 2): {transfers} transfers before any ack")
+    check(transfers == 2, f"prefetch 2 (credit 2): {transfers} transfers before any ack")
     for d in held:
         c.ack(d)  # each settlement gives one credit back
     rest: list[Delivery] = []
     while len(rest) < 4 and (nxt := c.receive(sub)) is not None:
         rest.append(nxt)
         c.ack(nxt)
-    check(sorted(seqs(held + rest)) == list(range(6)), "AMQP-2.6.7-CREDIT-BOUND",
+    check(sorted(seqs(held + rest)) == list(range(6)),
           f"after acknowledging, the rest did not arrive: {seqs(held + rest)}")
 
 
@@ -191,11 +200,12 @@ def test_transfers_follow_any_sequence_of_credit_grants(harness: Harness) -> Non
             got += harness.receive_n(c, sub, min(total, backlog) - len(got))
             c.round_trip(q)
             granted, transfers = c.accounting(sub)
-            checks.check(transfers <= granted, "AMQP-2.6.7-CREDIT-BOUND",
-                         f"{transfers} transfers for {granted} credit granted (grants {grants}, backlog {backlog})")
-            checks.check(transfers == min(total, backlog), "AMQP-2.6.7-CREDIT-REPLENISH",
+            checks.check(transfers <= granted,
+                         f"{transfers} transfers for {granted} credit granted (grants {grants}, backlog {backlog})",
+                         requirement=req.AMQP_2_6_7_CREDIT_BOUND)
+            checks.check(transfers == min(total, backlog),
                          f"grants {grants} (total so far {total}) with {backlog} queued: {transfers} transfers, "
-                         f"expected {min(total, backlog)}")
+                         f"expected {min(total, backlog)}", requirement=req.AMQP_2_6_7_CREDIT_REPLENISH)
         for d in got:
             c.ack(d)
         c.unsubscribe(sub)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ackspec.adapters.base import AckMode, AdapterError, Capability, NotSupported
+from ackspec.conformance.cited import req
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.suite.amqp.support import amqp_client
 from ackspec.conformance.verdicts import Checks, check
@@ -26,11 +27,13 @@ def test_accepted_durable_messages_survive_restart(harness: Harness) -> None:
     for d in got:
         consumer.ack(d)
     checks = Checks()
-    checks.check(sorted(seqs(got)) == list(range(5)), "AMQP-3.2.1-ACCEPTED-AFTER-DURABLE",
-                 f"accepted durable messages lost in a restart: got {sorted(seqs(got))} of [0..4]")
-    checks.check(all(d.headers.get("amqp:durable") == "true" for d in got), "AMQP-3.2.1-DURABLE-SURVIVES",
-                 "messages after the restart lost their durable header")
-    checks.check(len(got) == 5, "AMQP-3.2.1-DURABLE-SURVIVES", f"{len(got)} of 5 durable messages after restart")
+    checks.check(sorted(seqs(got)) == list(range(5)),
+                 f"accepted durable messages lost in a restart: got {sorted(seqs(got))} of [0..4]",
+                 requirement=req.AMQP_3_2_1_ACCEPTED_AFTER_DURABLE)
+    checks.check(all(d.headers.get("amqp:durable") == "true" for d in got),
+                 "messages after the restart lost their durable header", requirement=req.AMQP_3_2_1_DURABLE_SURVIVES)
+    checks.check(len(got) == 5, f"{len(got)} of 5 durable messages after restart",
+                 requirement=req.AMQP_3_2_1_DURABLE_SURVIVES)
     checks.done()
 
 
@@ -48,7 +51,7 @@ def test_accepted_durable_messages_survive_power_loss(harness: Harness) -> None:
     after = amqp_client(harness, "after-power-loss")
     sub = after.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
     found = seqs(harness.barrier(after, q, after, sub, ack_each=True))
-    check(set(found) >= {0, 1}, "AMQP-3.2.1-ACCEPTED-AFTER-DURABLE",
+    check(set(found) >= {0, 1},
           f"accepted durable transfers lost in a power loss: {sorted({0, 1} - set(found))}")
 
 
@@ -65,7 +68,7 @@ def test_settled_accepts_survive_restart(harness: Harness) -> None:
     except AdapterError as exc:  # refusing it is AMQP-2.7.3's matter (its own test), not this one's
         harness.expect_left(q, reason="the target refused the link, and with it the session")
         raise NotSupported("rcv-settle-mode second", f"the target refused a link asking for it: {exc}") from exc
-    got = harness.expect_n(c, sub, 4, "AMQP-3.2.1-DURABLE-SURVIVES")
+    got = harness.expect_n(c, sub, 4, req.AMQP_3_2_1_DURABLE_SURVIVES)
     second = c.link_modes(sub).rcv_settle_remote == 1
     for d in got[:2]:
         c.ack(d)  # mode second: returns once the broker settled (applied and journalled)
@@ -73,8 +76,10 @@ def test_settled_accepts_survive_restart(harness: Harness) -> None:
     after = harness.drain(q)
     checks = Checks()
     if second:
-        checks.check(not {0, 1} & set(seqs(after)), "AMQP-3.5.2-NO-RESEND-ACCEPTED",
-                     f"accepted and settled messages came back after a restart: {seqs(after)}")
-    checks.check({2, 3} <= set(seqs(after)), "AMQP-3.2.1-DURABLE-SURVIVES",
-                 f"unacknowledged durable messages lost in a restart: got {seqs(after)}")
+        checks.check(not {0, 1} & set(seqs(after)),
+                     f"accepted and settled messages came back after a restart: {seqs(after)}",
+                     requirement=req.AMQP_3_5_2_NO_RESEND_ACCEPTED)
+    checks.check({2, 3} <= set(seqs(after)),
+                 f"unacknowledged durable messages lost in a restart: got {seqs(after)}",
+                 requirement=req.AMQP_3_2_1_DURABLE_SURVIVES)
     checks.done()

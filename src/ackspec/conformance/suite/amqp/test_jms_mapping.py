@@ -19,6 +19,7 @@ from proton import Message, byte, char, float32, int32, short, symbol, ulong
 from ackspec.adapters.amqp_links import SHARED_SUBS, JmsLinks
 from ackspec.adapters.amqp_proton import ACCEPTED_CODE, ProtonClient
 from ackspec.adapters.base import AdapterError, Capability, NotSupported
+from ackspec.conformance.cited import req
 from ackspec.conformance.harness import Harness
 from ackspec.conformance.suite.amqp.support import amqp_client
 from ackspec.conformance.verdicts import Checks, check
@@ -82,14 +83,14 @@ def test_body_section_and_jms_message_type_arrive_as_sent(harness: Harness) -> N
     for msg in sent:
         arrived = got.get(str(msg.id))
         what = type(msg.body).__name__
-        checks.check(arrived is not None, "AMQP-JMS-MESSAGE-TYPE-KEPT", f"the {what} message never arrived")
+        checks.check(arrived is not None, f"the {what} message never arrived")
         if arrived is None:
             continue
         body = _body(arrived)
-        checks.check(body == msg.body and type(body) is type(msg.body), "AMQP-JMS-MESSAGE-TYPE-KEPT",
+        checks.check(body == msg.body and type(body) is type(msg.body),
                      f"a {what} body arrived as {type(body).__name__} {body!r:.60}")
         sent_kind = _annotations(arrived).get(MSG_TYPE)
-        checks.check(sent_kind == _annotations(msg)[MSG_TYPE], "AMQP-JMS-MESSAGE-TYPE-KEPT",
+        checks.check(sent_kind == _annotations(msg)[MSG_TYPE],
                      f"x-opt-jms-msg-type of the {what} message: {sent_kind!r}")
     checks.done()
 
@@ -109,7 +110,7 @@ def test_application_properties_keep_their_types(harness: Harness) -> None:
     props = _props(arrived)
     wrong = {k: f"{type(props.get(k)).__name__} {props.get(k)!r}" for k, v in TYPED.items()
              if props.get(k) != v or type(props.get(k)) is not type(v)}
-    check(not wrong, "AMQP-JMS-TYPED-PROPERTIES",
+    check(not wrong,
           f"properties changed type or value (sent {', '.join(f'{k}={type(v).__name__}' for k, v in TYPED.items())}): "
           f"{wrong}")
 
@@ -128,11 +129,11 @@ def test_priority_ttl_times_and_ids_arrive_as_sent(harness: Harness) -> None:
             "creation-time": arrived.creation_time}
     expected = {"message-id": msg.id, "correlation-id": msg.correlation_id, "priority": 7, "creation-time": created}
     for name, value in expected.items():
-        checks.check(seen[name] == value, "AMQP-JMS-HEADER-FIELDS-KEPT",
+        checks.check(seen[name] == value,
                      f"{name} sent {value!r}, arrived {seen[name]!r}")
     ttl = arrived.ttl or 0
     expiry = arrived.expiry_time or 0
-    checks.check(0 < ttl <= 600 or expiry > created, "AMQP-JMS-HEADER-FIELDS-KEPT",
+    checks.check(0 < ttl <= 600 or expiry > created,
                  f"the time-to-live was lost: ttl {ttl!r}, absolute-expiry-time {expiry!r}")
     checks.done()
 
@@ -145,7 +146,7 @@ def test_selector_compares_typed_properties(harness: Harness) -> None:
     for n in (1, 3, 5):
         links.send(sender, _message(b"%d" % n, properties={"n": int32(n)}))
     got = [int(_props(m).get("n", -1)) for m in _barrier_with(links, sender, recv, {"last": True})]
-    check(got == [3, 5], "JMS-3.8-SELECTOR-TYPED",
+    check(got == [3, 5],
           f"selector 'n > 2' over int properties n = 1, 3, 5 delivered n = {got}, expected [3, 5]")
 
 
@@ -169,7 +170,7 @@ def test_an_expired_message_is_not_delivered(harness: Harness) -> None:
     links.send(sender, expired)
     recv, _answer = links.receiver(address, capabilities=caps)
     got = [str(m.id) for m in _barrier(links, sender, recv)]
-    check(str(expired.id) not in got, "AMQP-JMS-EXPIRED-NOT-DELIVERED",
+    check(str(expired.id) not in got,
           "a message delivered after its absolute-expiry-time had passed")
 
 
@@ -187,7 +188,7 @@ def test_expedited_messages_go_ahead_of_normal_ones(harness: Harness) -> None:
     got = [_priority_of(m) for _dlv, m in links.take(recv, len(priorities))]
     first_normal = next((i for i, p in enumerate(got) if p is not None and p <= 4), len(got))
     late = [p for p in got[first_normal:] if p is not None and p >= 5]
-    check(len(got) == len(priorities) and not late, "JMS-3.4.10-PRIORITY-EXPEDITED",
+    check(len(got) == len(priorities) and not late,
           f"priorities {priorities} waiting in a queue were delivered as {got}: expedited after normal")
 
 
@@ -203,9 +204,9 @@ def test_a_refused_link_has_a_null_source_and_a_detach_with_the_error(harness: H
     if not answer.detached and not answer.null:
         raise NotSupported(Capability.SELECTORS, "the target accepted a link with an invalid selector")
     checks = Checks()
-    checks.check(answer.null, "AMQP-2.6.3-REFUSED-NULL-TERMINUS",
+    checks.check(answer.null,
                  f"the refused link was answered with a source (address {answer.address!r}), not a null one")
-    checks.check(answer.detached and bool(answer.error), "AMQP-2.6.3-REFUSED-NULL-TERMINUS",
+    checks.check(answer.detached and bool(answer.error),
                  "no detach with an error followed the refusal")
     checks.done()
 
@@ -224,16 +225,16 @@ def test_unsubscribe_by_name_deletes_the_durable_subscription(harness: Harness) 
     owner = _links(harness, "durable-2", client_id=client_id)
     link, answer = owner.receiver(None, name=name, credit=0)
     checks = Checks()
-    checks.check(not answer.null and not answer.detached, "AMQP-JMS-UNSUBSCRIBE-DELETES",
+    checks.check(not answer.null and not answer.detached,
                  f"reattaching to durable subscription {name!r} by name was refused: {answer.error}")
     if not answer.detached:
         error = owner.close(link)
-        checks.check(error is None, "AMQP-JMS-UNSUBSCRIBE-DELETES", f"closing the reattached link: {error}")
+        checks.check(error is None, f"closing the reattached link: {error}")
     owner.client.disconnect()
     again = harness.client("durable-3", client_id=client_id)
     sub = again.subscribe(t, durable=name)
     left = harness.barrier(harness.client("producer-2"), t, again, sub)
-    checks.check(not left, "AMQP-JMS-UNSUBSCRIBE-DELETES",
+    checks.check(not left,
                  f"the unsubscribed durable subscription kept its message: seqs {[d.seq for d in left]}")
     again.unsubscribe(sub)
     again.remove_durable(t, name)
@@ -245,7 +246,7 @@ def test_unsubscribing_an_unknown_name_is_refused(harness: Harness) -> None:
     harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.CLIENT_ID)
     links = _links(harness, "unsub-unknown", client_id=f"ackspec-unknown-{uuid.uuid4().hex[:8]}")
     _link, answer = links.receiver(None, name="no-such-subscription", credit=0)
-    check(answer.null and answer.detached, "AMQP-JMS-UNSUBSCRIBE-UNKNOWN-REFUSED",
+    check(answer.null and answer.detached,
           f"unsubscribing an unknown name was answered with source {answer.address!r}"
           f"{' and no detach' if not answer.detached else ''} (Qpid JMS expects a null source, then the error)")
 
@@ -256,9 +257,10 @@ def test_a_temporary_queue_works_and_ends_with_its_connection(harness: Harness) 
     owner = _links(harness, "temp-owner")
     sender, answer = owner.sender(None, dynamic=True, capabilities=("temporary-queue",))
     checks = Checks()
-    checks.check(bool(answer.address) and not answer.detached, "AMQP-JMS-TEMPORARY-QUEUE",
+    checks.check(bool(answer.address) and not answer.detached,
                  f"a dynamic target (temporary queue) was answered with address {answer.address!r}"
-                 f"{f', then detached: {answer.error}' if answer.detached else ''}")
+                 f"{f', then detached: {answer.error}' if answer.detached else ''}",
+                 requirement=req.AMQP_JMS_TEMPORARY_QUEUE)
     if not answer.address or answer.detached:
         checks.done()
         return
@@ -266,8 +268,9 @@ def test_a_temporary_queue_works_and_ends_with_its_connection(harness: Harness) 
     request = _message(b"request", reply_to=answer.address)
     owner.send(sender, request)
     got = [str(m.id) for m in _barrier(owner, sender, recv)]
-    checks.check(got == [str(request.id)], "AMQP-JMS-TEMPORARY-QUEUE",
-                 f"a message sent to the temporary queue was not received from it: {got}")
+    checks.check(got == [str(request.id)],
+                 f"a message sent to the temporary queue was not received from it: {got}",
+                 requirement=req.AMQP_JMS_TEMPORARY_QUEUE)
     owner.close(recv)
     owner.send(sender, _message(b"left behind"))
     owner.client.disconnect()
@@ -276,8 +279,9 @@ def test_a_temporary_queue_works_and_ends_with_its_connection(harness: Harness) 
     if not after.detached:
         probe, probed = other.sender(answer.address)
         left = [] if probed.detached else [m.body for m in _barrier(other, probe, late)]
-        checks.check(not left, "AMQP-JMS-TEMPORARY-DELETED-WITH-CONNECTION",
-                     f"the temporary queue outlived its connection with its messages: {left}")
+        checks.check(not left,
+                     f"the temporary queue outlived its connection with its messages: {left}",
+                     requirement=req.AMQP_JMS_TEMPORARY_DELETED_WITH_CONNECTION)
     checks.done()
 
 
@@ -299,9 +303,9 @@ def test_a_browser_leaves_the_messages(harness: Harness) -> None:
     consumer, _ = links.receiver(address, capabilities=caps)
     got = [str(m.id) for m in _barrier(links, sender, consumer)]
     checks = Checks()
-    checks.check(len(seen) == 2, "AMQP-JMS-BROWSE-LEAVES-MESSAGES",
+    checks.check(len(seen) == 2,
                  f"the browser saw {len(seen)} of 2 messages (distribution-mode answered: {answer.distribution_mode})")
-    checks.check(got == [str(m.id) for m in sent], "AMQP-JMS-BROWSE-LEAVES-MESSAGES",
+    checks.check(got == [str(m.id) for m in sent],
                  f"after a browser saw them, a consumer got {len(got)} of the 2 messages")
     checks.done()
 
@@ -323,7 +327,7 @@ def test_a_message_given_back_at_close_fails_once(harness: Harness) -> None:
     again, _ = after.receiver(address, capabilities=caps)
     got = [m for m in _barrier(after, again_sender, again) if str(m.id) == str(msg.id)]
     counts = [m.delivery_count for m in got]
-    check(counts == [1], "AMQP-JMS-CLOSE-ONE-FAILURE",
+    check(counts == [1],
           f"a message given back (modified, delivery-failed) as its connection closed came back with "
           f"delivery-count {counts} (expected [1]: one failed delivery)")
 
@@ -336,14 +340,14 @@ def test_a_shared_subscription_is_shared(harness: Harness) -> None:
     harness.require(Capability.TOPICS)
     links = _links(harness, "shared", client_id=f"ackspec-shared-{uuid.uuid4().hex[:8]}")
     checks = Checks()
-    checks.check(SHARED_SUBS in links.offered(), "AMQP-JMS-SHARED-SUBSCRIPTION",
+    checks.check(SHARED_SUBS in links.offered(),
                  f"the target does not offer {SHARED_SUBS} (offered: {sorted(links.offered())})")
     t = harness.topic("shared")
     address, caps = _address(links, t)
     shared = (*caps, "shared") if "topic" in caps else (*caps, "topic", "shared")
     one, a = links.receiver(address, name="sub", capabilities=shared)
     two, b = links.receiver(address, name="sub|2", capabilities=shared)
-    checks.check(not a.detached and not b.detached, "AMQP-JMS-SHARED-SUBSCRIPTION",
+    checks.check(not a.detached and not b.detached,
                  f"a shared consumer was refused: {a.error or b.error}")
     if not a.detached and not b.detached:
         sender, _ = links.sender(address, capabilities=caps)
@@ -351,7 +355,7 @@ def test_a_shared_subscription_is_shared(harness: Harness) -> None:
         for msg in sent:
             links.send(sender, msg)
         got = [str(m.id) for _d, m in links.take(one, 4, 1.0) + links.take(two, 4, 1.0)]
-        checks.check(sorted(got) == sorted(str(m.id) for m in sent), "AMQP-JMS-SHARED-SUBSCRIPTION",
+        checks.check(sorted(got) == sorted(str(m.id) for m in sent),
                      f"the shared subscription's two consumers got {len(got)} messages between them, not each "
                      "of the 4 once")
     checks.done()
@@ -388,7 +392,7 @@ def test_dead_letter_properties_have_jms_names(harness: Harness) -> None:
         raise AdapterError(f"the rejected message never reached {dlq_address}")
     names = [str(k) for k in _props(dead)]
     bad = [n for n in names if not _jms_identifier(n)]
-    check(not bad, "AMQP-JMS-DEAD-LETTER-JMS-NAMES",
+    check(not bad,
           f"the dead letter's application properties {bad} are not JMS identifiers (JMS 3.5.1)")
 
 

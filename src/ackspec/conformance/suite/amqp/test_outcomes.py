@@ -11,9 +11,10 @@ import pytest
 
 from ackspec.adapters.amqp_proton import ProtonClient
 from ackspec.adapters.base import AckMode, AdapterError, Capability, Delivery, NackOutcome
+from ackspec.conformance.cited import req
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.suite.amqp.support import amqp_client, amqp_count, first_acquirer, live_then_drained
-from ackspec.conformance.verdicts import Checks, RequirementViolation, check
+from ackspec.conformance.verdicts import Checks, check, violation
 
 requirement = pytest.mark.requirement
 
@@ -38,14 +39,14 @@ def _unsettled_link(harness: Harness, count: int = 1, *, prefetch: int | None = 
     return c, q, sub
 
 
-def _first_settled_with(harness: Harness, outcome: NackOutcome, requirement_id: str, *,
+def _first_settled_with(harness: Harness, outcome: NackOutcome, *, requirement: str | None = None,
                         prefetch: int) -> tuple[ProtonClient, str, str, Delivery]:
-    """Seq 0 received on an unsettled link and settled with ``outcome``; not received violates ``requirement_id``.
+    """Seq 0 received on an unsettled link and settled with ``outcome``; not received violates ``requirement``.
 
     Returns the client, the queue, the link and that first delivery, for the test to look for it again.
     """
     c, q, sub = _unsettled_link(harness, prefetch=prefetch)
-    first = harness.expect_n(c, sub, 1, requirement_id)[0]
+    first = harness.expect_n(c, sub, 1, requirement)[0]
     c.nack(first, outcome=outcome)
     return c, q, sub, first
 
@@ -53,13 +54,15 @@ def _first_settled_with(harness: Harness, outcome: NackOutcome, requirement_id: 
 @requirement("AMQP-3.4.2-ACCEPTED-RETIRES", "AMQP-3.5.2-NO-RESEND-ACCEPTED")
 def test_accepted_retires(harness: Harness) -> None:
     c, q, sub = _unsettled_link(harness, 3, prefetch=5, needs=SETTLING)
-    got = harness.expect_n(c, sub, 3, "AMQP-3.4.2-ACCEPTED-RETIRES")
+    got = harness.expect_n(c, sub, 3, req.AMQP_3_4_2_ACCEPTED_RETIRES)
     for d in got:
         c.ack(d)
     live, later = live_then_drained(harness, c, q, sub)
     checks = Checks()
-    checks.check(not live, "AMQP-3.5.2-NO-RESEND-ACCEPTED", f"accepted deliveries sent again on the link: {live}")
-    checks.check(not later, "AMQP-3.4.2-ACCEPTED-RETIRES", f"accepted messages still on the queue: {later}")
+    checks.check(not live, f"accepted deliveries sent again on the link: {live}",
+                 requirement=req.AMQP_3_5_2_NO_RESEND_ACCEPTED)
+    checks.check(not later, f"accepted messages still on the queue: {later}",
+                 requirement=req.AMQP_3_4_2_ACCEPTED_RETIRES)
     checks.done()
 
 
@@ -68,29 +71,32 @@ def test_first_delivery_header(harness: Harness) -> None:
     """delivery-count 0 on a first delivery. (first-acquirer may be false on it: false only means
     "may have been acquired before", and is the default when a broker omits the field.)"""
     c, _q, sub = _unsettled_link(harness, 2, needs=SETTLING)
-    got = harness.expect_n(c, sub, 2, "AMQP-3.2.1-DELIVERY-COUNT-FIRST-ZERO")
-    check(all(amqp_count(d) == 0 for d in got), "AMQP-3.2.1-DELIVERY-COUNT-FIRST-ZERO",
+    got = harness.expect_n(c, sub, 2)
+    check(all(amqp_count(d) == 0 for d in got),
           f"first deliveries have delivery-count {[amqp_count(d) for d in got]}")
 
 
 @requirement("AMQP-3.4.4-RELEASED-AVAILABLE", "AMQP-3.4.4-RELEASED-NO-COUNT")
 def test_released_redelivered_without_count(harness: Harness) -> None:
-    c, _q, sub, first = _first_settled_with(harness, NackOutcome.RELEASED, "AMQP-3.4.4-RELEASED-AVAILABLE", prefetch=1)
+    c, _q, sub, first = _first_settled_with(harness, NackOutcome.RELEASED, prefetch=1,
+                                            requirement=req.AMQP_3_4_4_RELEASED_AVAILABLE)
     again = c.receive(sub)
     if again is None or again.seq != 0:
-        raise RequirementViolation("AMQP-3.4.4-RELEASED-AVAILABLE",
-                                   f"released message not delivered again (got {again and again.seq})")
+        raise violation(
+                                   f"released message not delivered again (got {again and again.seq})",
+                                   requirement=req.AMQP_3_4_4_RELEASED_AVAILABLE)
     c.ack(again)
-    check(amqp_count(again) == amqp_count(first), "AMQP-3.4.4-RELEASED-NO-COUNT",
-          f"delivery-count went from {amqp_count(first)} to {amqp_count(again)} after released")
+    check(amqp_count(again) == amqp_count(first),
+          f"delivery-count went from {amqp_count(first)} to {amqp_count(again)} after released",
+          requirement=req.AMQP_3_4_4_RELEASED_NO_COUNT)
 
 
 @requirement("AMQP-3.2.1-FIRST-ACQUIRER")
 def test_released_message_is_not_first_acquired_again(harness: Harness) -> None:
-    c, _q, sub, _first = _first_settled_with(harness, NackOutcome.RELEASED, "AMQP-3.2.1-FIRST-ACQUIRER", prefetch=1)
-    again = harness.expect_n(c, sub, 1, "AMQP-3.2.1-FIRST-ACQUIRER", "redelivery")[0]
+    c, _q, sub, _first = _first_settled_with(harness, NackOutcome.RELEASED, prefetch=1)
+    again = harness.expect_n(c, sub, 1, what="redelivery")[0]
     c.ack(again)
-    check(first_acquirer(again) is False, "AMQP-3.2.1-FIRST-ACQUIRER",
+    check(first_acquirer(again) is False,
           f"a message acquired and released before came with first-acquirer={first_acquirer(again)}")
 
 
@@ -107,28 +113,27 @@ def test_modified_delivery_failed_counts(harness: Harness) -> None:
             c.nack(d, outcome=NackOutcome.MODIFIED_FAILED)
         else:
             c.ack(d)
-    check(counts == [0, 1, 2], "AMQP-3.4.5-MODIFIED-FAILED-COUNTS",
+    check(counts == [0, 1, 2],
           f"delivery-count over two modified{{delivery-failed}} settlements: {counts}, expected [0, 1, 2]")
 
 
 @requirement("AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE")
 def test_modified_undeliverable_here_not_redelivered_to_link(harness: Harness) -> None:
-    c, q, sub, _first = _first_settled_with(harness, NackOutcome.MODIFIED_UNDELIVERABLE,
-                                            "AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE", prefetch=2)
+    c, q, sub, _first = _first_settled_with(harness, NackOutcome.MODIFIED_UNDELIVERABLE, prefetch=2)
     back = seqs(harness.barrier(c, q, c, sub))
-    check(0 not in back, "AMQP-3.4.5-MODIFIED-UNDELIVERABLE-HERE",
+    check(0 not in back,
           f"message settled modified{{undeliverable-here}} came back on the same link: {back}")
 
 
 @requirement("AMQP-3.4.5-MODIFIED-ANNOTATIONS")
 def test_modified_annotations_merged_into_later_deliveries(harness: Harness) -> None:
     c, q, sub = _unsettled_link(harness, prefetch=2)
-    first = harness.expect_n(c, sub, 1, "AMQP-3.4.5-MODIFIED-ANNOTATIONS")[0]
+    first = harness.expect_n(c, sub, 1)[0]
     note = "x-opt-ackspec-note"
     try:
         c.modify(first, {note: "retried-once"})
     except AdapterError as exc:
-        raise RequirementViolation("AMQP-3.4.5-MODIFIED-ANNOTATIONS",
+        raise violation(
                                    f"modified with message-annotations was refused: {exc}") from exc
     again = c.receive(sub)  # delivery-failed without undeliverable-here: may come back on this link
     if again is None or again.seq != 0:
@@ -136,18 +141,18 @@ def test_modified_annotations_merged_into_later_deliveries(harness: Harness) -> 
         again = next((d for d in harness.drain(q) if d.seq == 0), None)
     elif again.ack_id is not None:
         c.ack(again)
-    check(again is not None, "AMQP-3.4.5-MODIFIED-ANNOTATIONS", "the modified message was not delivered again")
+    check(again is not None, "the modified message was not delivered again")
     assert again is not None
     got = again.headers.get(f"amqp:annotation:{note}")
-    check(got == "retried-once", "AMQP-3.4.5-MODIFIED-ANNOTATIONS",
+    check(got == "retried-once",
           f"message-annotations of the modified outcome not on the next delivery: {note}={got!r}")
 
 
 @requirement("AMQP-3.4-OUTCOMES")
 def test_rejected_not_redelivered(harness: Harness) -> None:
-    c, q, sub, _first = _first_settled_with(harness, NackOutcome.REJECTED, "AMQP-3.4-OUTCOMES", prefetch=2)
+    c, q, sub, _first = _first_settled_with(harness, NackOutcome.REJECTED, prefetch=2)
     live, later = live_then_drained(harness, c, q, sub)
-    check(0 not in live + later, "AMQP-3.4-OUTCOMES",
+    check(0 not in live + later,
           f"rejected message delivered again (live {live}, to a new consumer {later})")
 
 
@@ -165,7 +170,7 @@ def test_rejected_goes_to_dead_letter_queue(harness: Harness) -> None:
     dsub = watcher.subscribe(dlq, ack=AckMode.CLIENT_INDIVIDUAL)
     sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
     harness.send_seq(c, q, [0], producer=f"p-{q}", persistent=True)  # some brokers dead-letter only these
-    first = harness.expect_n(c, sub, 1, "AMQP-3.4.3-REJECTED-COUNTS")[0]
+    first = harness.expect_n(c, sub, 1)[0]
     c.nack(first, outcome=NackOutcome.REJECTED)
     dead = None
     while (got := watcher.receive(dsub)) is not None:
@@ -173,7 +178,7 @@ def test_rejected_goes_to_dead_letter_queue(harness: Harness) -> None:
         if got.seq == 0 and got.producer == f"p-{q}":
             dead = got
             break
-    check(dead is not None, "AMQP-3.4.3-REJECTED-COUNTS", f"rejected message not found on {dlq}")
+    check(dead is not None, f"rejected message not found on {dlq}")
 
 
 @requirement("AMQP-3.3-ACQUIRED-EXCLUSIVE", "AMQP-3.3-UNSETTLED-RETURN-ON-DETACH")
@@ -183,16 +188,18 @@ def test_acquired_exclusive_and_returned_on_detach(harness: Harness) -> None:
     q = harness.queue()
     sa = a.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=1)
     harness.send_seq(a, q, [0])
-    held = harness.expect_n(a, sa, 1, "AMQP-3.3-ACQUIRED-EXCLUSIVE")[0]
+    held = harness.expect_n(a, sa, 1, req.AMQP_3_3_ACQUIRED_EXCLUSIVE)[0]
     sb = b.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=5)
     seen_by_b = seqs(harness.barrier(b, q, b, sb))  # a's link has no credit left: the sentinel goes to b
     checks = Checks()
-    checks.check(held.seq not in seen_by_b, "AMQP-3.3-ACQUIRED-EXCLUSIVE",
-                 f"a message acquired (unsettled) by one link was sent to another: {seen_by_b}")
+    checks.check(held.seq not in seen_by_b,
+                 f"a message acquired (unsettled) by one link was sent to another: {seen_by_b}",
+                 requirement=req.AMQP_3_3_ACQUIRED_EXCLUSIVE)
     a.unsubscribe(sa)  # detach with the delivery unsettled
     back = harness.receive_n(b, sb, 1)
-    checks.check(seqs(back) == [0], "AMQP-3.3-UNSETTLED-RETURN-ON-DETACH",
-                 f"unsettled delivery not made available again after detach: other link got {seqs(back)}")
+    checks.check(seqs(back) == [0],
+                 f"unsettled delivery not made available again after detach: other link got {seqs(back)}",
+                 requirement=req.AMQP_3_3_UNSETTLED_RETURN_ON_DETACH)
     for d in back:
         b.ack(d)
     checks.done()

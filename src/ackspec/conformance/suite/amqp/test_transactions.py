@@ -11,6 +11,7 @@ import pytest
 
 from ackspec.adapters.amqp_proton import ProtonClient
 from ackspec.adapters.base import AckMode, AdapterError, Capability
+from ackspec.conformance.cited import req
 from ackspec.conformance.harness import Harness, seqs
 from ackspec.conformance.suite.amqp.support import amqp_client, live_then_drained
 from ackspec.conformance.verdicts import Checks, check
@@ -43,7 +44,7 @@ def _accepted_in_transaction(harness: Harness) -> tuple[ProtonClient, str, str, 
     q = harness.queue()
     sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL)
     harness.send_seq(c, q, range(2))
-    got = harness.expect_n(c, sub, 2, "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE")
+    got = harness.expect_n(c, sub, 2, req.AMQP_4_4_2_RETIREMENT_ON_DISCHARGE)
     tx = c.begin("tx1")
     for d in got:
         c.ack(d, transaction=tx)
@@ -56,13 +57,16 @@ def test_transactional_transfers_invisible_until_commit(harness: Harness) -> Non
     results = [producer.send(q, f"m{i}".encode(), seq=i, producer="p1", transaction=tx) for i in range(3)]
     early = seqs(harness.barrier(producer, q, consumer, sub))
     checks = Checks()
-    checks.check(all(r.detail.get("transactional") for r in results), "AMQP-4.4.1-SAME-TRANSACTION",
-                 f"transactional transfers answered without a transactional-state: {[dict(r.detail) for r in results]}")
-    checks.check(not early, "AMQP-4.4.1-POSTING-INVISIBLE", f"transactional transfers visible before commit: {early}")
+    checks.check(all(r.detail.get("transactional") for r in results),
+                 f"transactional transfers answered without a transactional-state: {[dict(r.detail) for r in results]}",
+                 requirement=req.AMQP_4_4_1_SAME_TRANSACTION)
+    checks.check(not early, f"transactional transfers visible before commit: {early}",
+                 requirement=req.AMQP_4_4_1_POSTING_INVISIBLE)
     producer.commit(tx)
     got = seqs(harness.receive_n(consumer, sub, 3 - len(early)))
-    checks.check(sorted(early + got) == [0, 1, 2], "AMQP-4.4.1-POSTING-INVISIBLE",
-                 f"after the commit expected seqs [0, 1, 2], got {early + got}")
+    checks.check(sorted(early + got) == [0, 1, 2],
+                 f"after the commit expected seqs [0, 1, 2], got {early + got}",
+                 requirement=req.AMQP_4_4_1_POSTING_INVISIBLE)
     checks.done()
 
 
@@ -72,7 +76,7 @@ def test_rollback_discards_transfers(harness: Harness) -> None:
     harness.send_seq(producer, q, range(3), transaction=tx)
     producer.abort(tx)
     leaked = seqs(harness.barrier(producer, q, consumer, sub))
-    check(not leaked, "AMQP-4.4.1-POSTING-INVISIBLE", f"transfers of a rolled-back transaction delivered: {leaked}")
+    check(not leaked, f"transfers of a rolled-back transaction delivered: {leaked}")
 
 
 @requirement("AMQP-4.4.2-RETIREMENT-ON-DISCHARGE")
@@ -80,7 +84,7 @@ def test_transactional_accept_applied_at_commit(harness: Harness) -> None:
     c, q, sub, tx = _accepted_in_transaction(harness)
     c.commit(tx)
     live, later = live_then_drained(harness, c, q, sub)
-    check(not live and not later, "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE",
+    check(not live and not later,
           f"messages accepted in a committed transaction came back (live {live}, later {later})")
 
 
@@ -92,7 +96,7 @@ def test_transactional_accept_undone_at_rollback(harness: Harness) -> None:
     c.disconnect()
     later = harness.drain(q, ack=AckMode.CLIENT_INDIVIDUAL, returning=len({0, 1} - set(seqs(live))))
     back = sorted(set(seqs(live) + seqs(later)))
-    check(back == [0, 1], "AMQP-4.4.2-RETIREMENT-ON-DISCHARGE",
+    check(back == [0, 1],
           f"accepts of a rolled-back transaction took effect: only {back} came back, expected [0, 1]")
 
 
@@ -105,7 +109,7 @@ def test_discharge_of_unknown_transaction_fails(harness: Harness) -> None:
         answer = c.discharge_unknown()
     except AdapterError as exc:  # the coordinator link was detached with an error: also a refusal
         answer = str(exc)
-    check("accepted" not in answer.split() and "unknown-id" in answer, "AMQP-4.3-DISCHARGE-UNKNOWN",
+    check("accepted" not in answer.split() and "unknown-id" in answer,
           f"discharge of a txn-id never declared was answered {answer!r}, expected amqp:transaction:unknown-id")
 
 
@@ -134,8 +138,8 @@ def test_failed_presettled_transactional_transfer_fails_the_commit(harness: Harn
         committed = False
     visible = seqs(harness.drain(q))
     checks = Checks()
-    checks.check(not committed, "AMQP-4.4.4-PRESETTLED-FAILURE",
+    checks.check(not committed,
                  "the commit of a transaction with a failed pre-settled transfer succeeded")
-    checks.check(not visible, "AMQP-4.4.4-PRESETTLED-FAILURE",
+    checks.check(not visible,
                  f"transfers of a transaction that could not commit became visible: {visible}")
     checks.done()
