@@ -156,7 +156,6 @@ def test_ack_of_unknown_id_is_an_error(harness: Harness) -> None:
 @requirement("JMS-6.2.11-AUTO-ONLY-LAST-REDELIVERED")
 def test_auto_failure_redelivers_at_most_the_last(harness: Harness) -> None:
     """An ack:auto session dies after consuming some messages: none but the last may come back."""
-    harness.require(Capability.ABRUPT_DISCONNECT)
     c1, q, _sub, got = received(harness, 4, ack=AckMode.AUTO,
                                 persistent=True)
     c1.crash()

@@ -159,8 +159,7 @@ def test_durable_subscription_keeps_messages_while_inactive(harness: Harness) ->
 def test_durable_subscription_keeps_persistent_messages_across_restart(harness: Harness) -> None:
     """JMS 9.1: persistent messages sent to a durable subscription are delivered once and only once, also
     when the broker restarts while the subscription has no consumer."""
-    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.PERSISTENCE,
-                    Capability.RECEIPTS, Capability.BROKER_RESTART)
+    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.BROKER_RESTART)
     t, client_id = suspended_durable(harness, DURABLE_NAME)
     harness.send_seq(harness.client("producer"), t, range(3), persistent=True)
     harness.restart_broker()

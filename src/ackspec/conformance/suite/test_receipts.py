@@ -119,7 +119,7 @@ def test_unacknowledged_messages_come_back_marked_after_a_failure(harness: Harne
     catalogue's ``failure`` parameter; JMS 3.5.11 lets the count be inexact, never below 2 once redelivered)."""
     failing = Capability.ABRUPT_DISCONNECT if failure == "connection" else Capability.BROKER_RESTART
     harness.require(Capability.QUEUES, Capability.PERSISTENCE, Capability.RECEIPTS, failing,
-                    Capability.ACK_CLIENT_INDIVIDUAL, Capability.REDELIVERED_FLAG)
+                    Capability.ACK_CLIENT_INDIVIDUAL)
     q = harness.queue()
     p = harness.client("producer")
     harness.send_seq(p, q, range(3), persistent=True)
@@ -155,8 +155,7 @@ def test_receipted_persistent_send_survives_power_loss(harness: Harness) -> None
     is still waiting for it when the power goes: only a crash restart, which keeps just what an
     fsync covered, can tell such a broker from a correct one.
     """
-    harness.require(Capability.RECEIPTS, Capability.PERSISTENCE, Capability.BROKER_RESTART,
-                    Capability.FAULT_INJECTION)
+    harness.require(Capability.FAULT_INJECTION)
     q = harness.queue()
     p = harness.client("producer")
     with harness.slow_fsync(0.4):

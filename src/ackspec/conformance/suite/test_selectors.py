@@ -71,8 +71,7 @@ def test_durable_subscription_keeps_only_what_its_selector_matches(harness: Harn
     messages are published, delivers the red ones when resumed (with the same selector) and never a blue
     one. Whether the broker also dropped the blue ones from its store (ActiveMQ's UNMATCHED ack) is not
     observable over STOMP or AMQP; that they never come is."""
-    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.SELECTORS,
-                    Capability.CUSTOM_HEADERS, Capability.RECEIPTS)
+    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.CUSTOM_HEADERS, Capability.RECEIPTS)
     t, client_id = suspended_durable(harness, DURABLE_NAME, selector=SELECTOR)
     _send_colours(harness.client("producer"), t, persistent=True)
     harness.expect_dropped(t, BLUE, reason=f"not matched by the durable subscription's selector {SELECTOR}")
@@ -105,8 +104,7 @@ def test_durable_subscription_resumed_with_another_selector_is_a_new_one(harness
     """A durable subscription selecting red keeps three red messages while it has no consumer; resumed with
     a selector that matches red *and* blue, it is a new subscription: the three kept messages are gone with
     the old one, and only what is published afterwards (one blue, one red) arrives."""
-    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.SELECTORS,
-                    Capability.CUSTOM_HEADERS, Capability.RECEIPTS)
+    harness.require(Capability.RECEIPTS)
     t, client_id = suspended_durable(harness, DURABLE_NAME, selector=SELECTOR)
     producer = harness.client("producer")
     for seq in range(3):

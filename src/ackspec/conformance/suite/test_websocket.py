@@ -51,7 +51,7 @@ def test_the_handshake_selects_v12_stomp(harness: Harness) -> None:
 def test_frames_split_over_and_sharing_messages(harness: Harness) -> None:
     """CONNECT in two messages; then one message holding a SEND with a receipt, a SUBSCRIBE and half of a
     second SEND, whose rest (and a receipt request) follows in the next message."""
-    harness.require(Capability.RECEIPTS, Capability.QUEUES)
+    harness.require(Capability.QUEUES)
     raw = _ws(harness)
     connect = frame("CONNECT", _connect_headers(harness))
     raw.send(connect[:9])
@@ -85,7 +85,7 @@ def test_frames_split_over_and_sharing_messages(harness: Harness) -> None:
 
 @requirement("STOMP-WS-BINARY-BODY")
 def test_a_binary_body_travels_intact(harness: Harness) -> None:
-    harness.require(Capability.RECEIPTS, Capability.QUEUES, Capability.BINARY_BODY)
+    harness.require(Capability.QUEUES)
     raw = _ws(harness)
     reply = raw.connect(harness.settings.login, harness.settings.passcode, harness.settings.vhost)
     if reply is None or reply.command != "CONNECTED":

@@ -41,8 +41,7 @@ def test_accepted_durable_messages_survive_restart(harness: Harness) -> None:
 def test_accepted_durable_messages_survive_power_loss(harness: Harness) -> None:
     """``accepted`` for a durable transfer only once it is on disk: a power loss (unsynced journal
     writes lost) right after the outcome, with a slow disk that makes an early outcome visible."""
-    harness.require(Capability.QUEUES, Capability.PERSISTENCE, Capability.BROKER_RESTART, Capability.RECEIPTS,
-                    Capability.FAULT_INJECTION)
+    harness.require(Capability.QUEUES, Capability.FAULT_INJECTION)
     c = amqp_client(harness, "producer")
     q = harness.queue()
     with harness.slow_fsync(0.4):

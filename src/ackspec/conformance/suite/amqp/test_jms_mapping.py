@@ -70,7 +70,6 @@ def _queue_pair(harness: Harness, links: JmsLinks, *, credit: int = 20, **receiv
 def test_body_section_and_jms_message_type_arrive_as_sent(harness: Harness) -> None:
     """A TextMessage (amqp-value string), MapMessage (amqp-value map), StreamMessage (amqp-sequence) and
     BytesMessage (data) as Qpid JMS writes them, each with its x-opt-jms-msg-type annotation."""
-    harness.require(Capability.QUEUES)
     links = _links(harness)
     sender, recv, _q = _queue_pair(harness, links)
     sent = [_message("hello", inferred=False), _message({"k": "v", "n": int32(5)}, inferred=False),
@@ -101,7 +100,7 @@ TYPED = {"i": int32(5), "l": 7, "b": True, "d": 1.25, "f": float32(0.5), "s": sh
 
 @requirement("AMQP-JMS-TYPED-PROPERTIES")
 def test_application_properties_keep_their_types(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.CUSTOM_HEADERS)
+    harness.require(Capability.QUEUES)
     links = _links(harness)
     sender, recv, _q = _queue_pair(harness, links)
     msg = _message(b"typed", properties=dict(TYPED))
@@ -117,7 +116,6 @@ def test_application_properties_keep_their_types(harness: Harness) -> None:
 
 @requirement("AMQP-JMS-HEADER-FIELDS-KEPT")
 def test_priority_ttl_times_and_ids_arrive_as_sent(harness: Harness) -> None:
-    harness.require(Capability.QUEUES)
     links = _links(harness)
     sender, recv, _q = _queue_pair(harness, links)
     created = round(time.time(), 3)
@@ -140,7 +138,7 @@ def test_priority_ttl_times_and_ids_arrive_as_sent(harness: Harness) -> None:
 
 @requirement("JMS-3.8-SELECTOR-TYPED")
 def test_selector_compares_typed_properties(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.SELECTORS)
+    harness.require(Capability.QUEUES)
     links = _links(harness)
     sender, recv, _q = _queue_pair(harness, links, selector="n > 2 OR last = TRUE")
     for n in (1, 3, 5):
@@ -160,7 +158,6 @@ def _barrier_with(links: JmsLinks, sender: Any, receiver: Any, properties: dict[
 def test_an_expired_message_is_not_delivered(harness: Harness) -> None:
     """A message whose absolute expiry time has passed (one second before it was sent) waits in a queue
     with no consumer; a consumer attached afterwards must not get it."""
-    harness.require(Capability.QUEUES)
     links = _links(harness)
     q = harness.queue()
     address, caps = _address(links, q)
@@ -176,7 +173,6 @@ def test_an_expired_message_is_not_delivered(harness: Harness) -> None:
 
 @requirement("JMS-3.4.10-PRIORITY-EXPEDITED")
 def test_expedited_messages_go_ahead_of_normal_ones(harness: Harness) -> None:
-    harness.require(Capability.QUEUES)
     links = _links(harness)
     q = harness.queue()
     address, caps = _address(links, q)
@@ -197,7 +193,7 @@ def test_expedited_messages_go_ahead_of_normal_ones(harness: Harness) -> None:
 @requirement("AMQP-2.6.3-REFUSED-NULL-TERMINUS")
 def test_a_refused_link_has_a_null_source_and_a_detach_with_the_error(harness: Harness) -> None:
     """An invalid JMS selector (Qpid JMS's case: the error must show at createConsumer, not at receive)."""
-    harness.require(Capability.QUEUES, Capability.SELECTORS)
+    harness.require(Capability.QUEUES)
     links = _links(harness)
     address, caps = _address(links, harness.queue())
     _link, answer = links.receiver(address, capabilities=caps, selector="n >", credit=0)
@@ -213,7 +209,7 @@ def test_a_refused_link_has_a_null_source_and_a_detach_with_the_error(harness: H
 
 @requirement("AMQP-JMS-UNSUBSCRIBE-DELETES")
 def test_unsubscribe_by_name_deletes_the_durable_subscription(harness: Harness) -> None:
-    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.CLIENT_ID)
+    harness.require(Capability.TOPICS)
     t = harness.topic("unsub")
     client_id = f"ackspec-{t.rsplit('/', 1)[-1]}"
     name = "unsub"
@@ -243,7 +239,7 @@ def test_unsubscribe_by_name_deletes_the_durable_subscription(harness: Harness) 
 
 @requirement("AMQP-JMS-UNSUBSCRIBE-UNKNOWN-REFUSED")
 def test_unsubscribing_an_unknown_name_is_refused(harness: Harness) -> None:
-    harness.require(Capability.TOPICS, Capability.DURABLE_SUBSCRIPTIONS, Capability.CLIENT_ID)
+    harness.require(Capability.TOPICS)
     links = _links(harness, "unsub-unknown", client_id=f"ackspec-unknown-{uuid.uuid4().hex[:8]}")
     _link, answer = links.receiver(None, name="no-such-subscription", credit=0)
     check(answer.null and answer.detached,
@@ -253,7 +249,6 @@ def test_unsubscribing_an_unknown_name_is_refused(harness: Harness) -> None:
 
 @requirement("AMQP-JMS-TEMPORARY-QUEUE", "AMQP-JMS-TEMPORARY-DELETED-WITH-CONNECTION")
 def test_a_temporary_queue_works_and_ends_with_its_connection(harness: Harness) -> None:
-    harness.require(Capability.QUEUES)
     owner = _links(harness, "temp-owner")
     sender, answer = owner.sender(None, dynamic=True, capabilities=("temporary-queue",))
     checks = Checks()
@@ -287,7 +282,6 @@ def test_a_temporary_queue_works_and_ends_with_its_connection(harness: Harness) 
 
 @requirement("AMQP-JMS-BROWSE-LEAVES-MESSAGES")
 def test_a_browser_leaves_the_messages(harness: Harness) -> None:
-    harness.require(Capability.QUEUES)
     links = _links(harness)
     q = harness.queue()
     address, caps = _address(links, q)
@@ -312,7 +306,7 @@ def test_a_browser_leaves_the_messages(harness: Harness) -> None:
 
 @requirement("AMQP-JMS-CLOSE-ONE-FAILURE")
 def test_a_message_given_back_at_close_fails_once(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.NACK_OUTCOMES)  # the AMQP header's delivery-count
+    harness.require(Capability.QUEUES)
     links = _links(harness, "closer")
     q = harness.queue()
     address, caps = _address(links, q)
@@ -363,7 +357,7 @@ def test_a_shared_subscription_is_shared(harness: Harness) -> None:
 
 @requirement("AMQP-JMS-DEAD-LETTER-JMS-NAMES")
 def test_dead_letter_properties_have_jms_names(harness: Harness) -> None:
-    harness.require(Capability.QUEUES, Capability.DEAD_LETTER, Capability.NACK_OUTCOMES)
+    harness.require(Capability.QUEUES)
     pattern = harness.settings.dead_letter_queue
     if not pattern:
         raise NotSupported(Capability.DEAD_LETTER, "the profile names no dead-letter queue")
