@@ -5,8 +5,10 @@ literal anywhere else in the suite's files is a second copy that can drift from 
 the arguments of a ``requirement(...)`` marker (a decorator, or a marker built once and applied to
 parametrized cases), and the first argument of :func:`ackspec.conformance.strategies.drawn` /
 ``requirement_strategies``: there the ID says whose catalogue domain a strategy draws from, it judges
-nothing. Also checked here: every ``req.NAME`` a test function names is one its decorator cites, the
-same error the call raises, found before anything runs.
+nothing. Also checked here, before anything runs, the two mistakes a call raises
+:class:`~ackspec.conformance.cited.CitationError` for: a ``req.NAME`` a test function names that its
+decorator does not cite, and a check helper called without a requirement in a test citing several (the
+call raises only when it runs; a branch only some targets take would hide it).
 """
 
 from __future__ import annotations
@@ -89,6 +91,34 @@ def uncited_names(path: Path, root: Path = CONFORMANCE) -> list[str]:
     return found
 
 
+CHECK_HELPERS = {"check": None, "violation": None, "expect_n": 3, "expect_n_after_loss": 3}
+"""Check helpers and the position of their requirement argument when it may be positional."""
+
+
+def _names_a_requirement(call: ast.Call, name: str) -> bool:
+    position = CHECK_HELPERS[name]
+    func = call.func
+    if name == "check" and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            and func.value.id == "harness":
+        position = 3  # harness.check(condition, message, operations, requirement)
+    return any(k.arg == "requirement" for k in call.keywords) or (position is not None and len(call.args) > position)
+
+
+def unnamed_checks(path: Path, root: Path = CONFORMANCE) -> list[str]:
+    """``file:line: helper`` where a test citing several requirements calls a check helper naming none."""
+    found = []
+    for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        markers = [dec for dec in fn.decorator_list if isinstance(dec, ast.Call) and _called(dec) in MARKER_NAMES]
+        if sum(len(dec.args) for dec in markers) < 2:
+            continue
+        found += [f"{path.relative_to(root)}:{node.lineno}: {name}(...) in {fn.name}" for node in ast.walk(fn)
+                  if isinstance(node, ast.Call) and (name := _called(node) or "") in CHECK_HELPERS
+                  and not _names_a_requirement(node, name)]
+    return found
+
+
 def test_no_requirement_id_literal_outside_decorators() -> None:
     pattern = _id_like()
     found = [hit for path in _files() for hit in id_literals(path, pattern)]
@@ -101,6 +131,12 @@ def test_every_req_name_a_test_uses_is_cited() -> None:
     assert not found, "a test names a requirement it does not cite:\n  " + "\n  ".join(found)
 
 
+def test_a_test_citing_several_names_the_requirement_of_each_check() -> None:
+    found = [hit for path in _files() for hit in unnamed_checks(path)]
+    assert not found, ("a test citing several requirements must name the one each check judges "
+                       "(requirement=req.NAME):\n  " + "\n  ".join(found))
+
+
 def test_the_scan_finds_a_literal_and_an_uncited_name(tmp_path: Path) -> None:
     """The scan is not vacuous: a check with an ID literal and a req.NAME the decorator lacks are both found."""
     probe = tmp_path / "probe.py"
@@ -111,6 +147,16 @@ def test_the_scan_finds_a_literal_and_an_uncited_name(tmp_path: Path) -> None:
                      '    drawn("STOMP-ACK-AUTO", "ack")\n', encoding="utf-8")
     assert id_literals(probe, _id_like(), tmp_path) == ["probe.py:3: 'STOMP-ACK-AUTO'"]
     assert uncited_names(probe, tmp_path) == ["probe.py:4: req.STOMP_ACK_CLIENT_CUMULATIVE (cites STOMP-ACK-AUTO)"]
+    several = tmp_path / "several.py"
+    several.write_text('@requirement("STOMP-ACK-AUTO", "STOMP-ACK-CLIENT-CUMULATIVE")\n'
+                       'def test_y(harness):\n'
+                       '    check(True, "m")\n'
+                       '    harness.expect_n(c, s, 1)\n'
+                       '    harness.expect_n(c, s, 1, req.STOMP_ACK_AUTO)\n'
+                       '    harness.check(True, "m", (), req.STOMP_ACK_AUTO)\n'
+                       '    Checks().check(True, "m", requirement=req.STOMP_ACK_AUTO)\n', encoding="utf-8")
+    assert unnamed_checks(several, tmp_path) == ["several.py:3: check(...) in test_y",
+                                                 "several.py:4: expect_n(...) in test_y"]
 
 
 # -- the helpers' resolution (what the scan cannot see: computed requirements, helpers) ----------------------
