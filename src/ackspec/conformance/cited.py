@@ -128,7 +128,7 @@ class _Cited:
     __slots__ = ()
 
     def __getattr__(self, name: str) -> str:
-        if name.startswith("__"):
+        if name.startswith("_"):  # no ID's name starts with "_": tools probing for private attributes get none
             raise AttributeError(name)
         return _current.by_name(name)
 
