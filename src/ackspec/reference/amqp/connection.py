@@ -51,6 +51,7 @@ from proton import (
 from proton import Delivery as PnDelivery
 
 from ackspec.reference.amqp import terminus
+from ackspec.reference.amqp.announced import AnnouncedOutcomes
 from ackspec.reference.amqp.mapping import (
     annotation_headers,
     core_destination,
@@ -260,6 +261,7 @@ class AmqpConnection:
         self._accepts: list[int] = []
         self._accepts_on: _OutLink | None = None
         self._unflushed = 0  # pieces of this read handled since output was last handed over (see _piece)
+        self._announced = AnnouncedOutcomes()  # where to cut a read (see .announced)
         self._recv_buffer = bytearray(RECV_BUFFER_START)  # grows with the messages, up to RECV_BUFFER_MAX
         self._recv_size = len(self._recv_buffer)
         self._recv_view = ffi.from_buffer(self._recv_buffer)  # what pn_link_recv writes into
@@ -296,7 +298,12 @@ class AmqpConnection:
         # closed for input (capacity < 0) stops feeding; a full buffer (0) cannot last since each piece
         # is processed; either way _process() below judges the transport
         self._unflushed = 0
-        self._engine.feed(data)
+        start = 0
+        for cut in self._announced.cuts(data):  # an announced outcome is read before what follows it
+            self._engine.feed(data[start:cut])
+            self._piece()
+            start = cut
+        self._engine.feed(data[start:] if start else data)
         self._process()
 
 

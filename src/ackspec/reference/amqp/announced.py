@@ -1,0 +1,72 @@
+"""Where to cut the peer's input so an announced outcome is handled before a later frame can replace it.
+
+A receiver may announce a delivery's outcome in an unsettled disposition and settle it later, with the
+same or (illegally) another state; the announced terminal state is final (AMQP 1.0 2.7.5). proton keeps
+only a delivery's latest remote state, so when both dispositions arrive in one read the broker would see
+just the second. The listener therefore feeds proton up to the end of each unsettled disposition that
+carries a state, handles the events, then feeds the rest.
+
+Sans-IO: bytes in, cut offsets out. A cut anywhere is harmless (proton buffers partial frames), so the
+scan looks for the disposition descriptor and checks the frame header in front of it instead of tracking
+every frame boundary on the broker's hottest path; the last bytes of the previous read are kept so a
+disposition split across two reads is found too.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from proton import Data, Described
+
+from ackspec.reference.amqp.framing import AMQP_FRAME, HEADER, MIN_DOFF
+
+DISPOSITION_BODY: Final = b"\x00\x53\x15"
+"""A described type whose descriptor is the small ulong 0x15: the disposition performative."""
+KEEP: Final = 96
+"""Bytes of a read kept for the next one: a disposition with a state is well under this."""
+
+
+class AnnouncedOutcomes:
+    """Finds the ends of unsettled dispositions carrying a delivery state in a stream fed read by read."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+
+    def cuts(self, data: bytes) -> list[int]:
+        """Offsets in ``data`` just past each unsettled disposition with a state that ends in it (and
+        before its last byte: a cut at the end is no cut)."""
+        window = self._tail + data
+        shift = len(self._tail)
+        self._tail = window[-KEEP:]
+        if DISPOSITION_BODY not in window:
+            return []
+        found: list[int] = []
+        at = window.find(DISPOSITION_BODY)
+        while at >= 0:
+            end = _announcing_frame_end(window, at - HEADER.size)
+            if end is not None and shift < end < len(window):
+                found.append(end - shift)
+            at = window.find(DISPOSITION_BODY, at + 1)
+        return found
+
+
+def _announcing_frame_end(window: bytes, start: int) -> int | None:
+    """The end of the frame at ``start`` if it is a whole unsettled disposition with a state, else None."""
+    if start < 0:
+        return None
+    size, doff, frame_type, _channel = HEADER.unpack_from(window, start)
+    end = start + size
+    if doff != MIN_DOFF or frame_type != AMQP_FRAME or size > KEEP or end > len(window):
+        return None
+    data = Data()
+    try:
+        data.decode(window[start + HEADER.size:end])
+        data.rewind()
+        data.next()
+        value = data.get_object()
+    except Exception:  # not a frame after all (message bytes that look like one): no cut
+        return None
+    fields = value.value if isinstance(value, Described) and isinstance(value.value, list) else []
+    settled = bool(fields[3]) if len(fields) > 3 and fields[3] is not None else False
+    has_state = len(fields) > 4 and fields[4] is not None
+    return end if has_state and not settled else None

@@ -1,0 +1,81 @@
+"""An outcome announced in an unsettled disposition is final (AMQP 1.0 2.7.5), even when the settling
+disposition that follows with another outcome arrives in the same read: the listener cuts its input
+after the announcement (reference/amqp/announced.py), so proton's latest-state-only delivery never
+hides it."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from proton import Message, uint
+from tests.amqp.conftest import RunningBroker
+
+from ackspec.conformance.rawamqp import (
+    DISPOSITION,
+    FLOW,
+    RECEIVER,
+    SENDER,
+    SOURCE,
+    TARGET,
+    TRANSFER,
+    Performative,
+    RawAmqp,
+    outcome,
+    terminus,
+)
+from ackspec.reference.amqp.announced import AnnouncedOutcomes
+
+
+def _disposition(first: int, *, settled: bool, state: str | None) -> bytes:
+    return Performative(DISPOSITION, [RECEIVER, uint(first), None, settled,
+                                      None if state is None else outcome(state)]).encode()
+
+
+def test_cut_after_each_unsettled_disposition_with_a_state() -> None:
+    announce, settle = _disposition(4, settled=False, state="accepted"), _disposition(4, settled=True, state="released")
+    plain = _disposition(5, settled=True, state="accepted")
+    data = plain + announce + settle
+    assert AnnouncedOutcomes().cuts(data) == [len(plain) + len(announce)]
+    # no state, or settled: nothing to protect
+    assert AnnouncedOutcomes().cuts(_disposition(4, settled=False, state=None) + settle) == []
+
+
+@pytest.mark.parametrize("split", [1, 5, 12])
+def test_an_announcement_split_across_reads_is_cut_in_the_second(split: int) -> None:
+    announce, settle = _disposition(4, settled=False, state="rejected"), _disposition(4, settled=True, state="accepted")
+    cutter = AnnouncedOutcomes()
+    assert cutter.cuts(b"\x00" * 200 + announce[:split]) == []
+    assert cutter.cuts(announce[split:] + settle) == [len(announce) - split]
+
+
+def test_message_bytes_that_look_like_a_disposition_are_no_frame() -> None:
+    assert AnnouncedOutcomes().cuts(b"\x00\x53\x15" * 5 + b"\xff" * 40) == []
+
+
+@pytest.mark.parametrize(("first", "second", "kept"), [("accepted", "released", False), ("released", "accepted", True),
+                                                       ("rejected", "released", False)])
+def test_the_announced_outcome_holds_over_a_later_one(broker: RunningBroker, first: str, second: str,
+                                                      kept: bool) -> None:
+    address = f"/queue/announced.{uuid.uuid4().hex[:8]}"
+    raw = RawAmqp(broker.host, broker.port, timeout=5.0)
+    raw.open("announced")
+    raw.attach("in", 0, SENDER, terminus(SOURCE, None), terminus(TARGET, address))
+    assert raw.read_until(lambda p: p.code == FLOW) is not None
+    raw.transfer(0, 0, b"t", Message(body="x").encode())
+    assert raw.read_until(lambda p: p.code == DISPOSITION) is not None
+    raw.attach("out", 1, RECEIVER, terminus(SOURCE, address), terminus(TARGET, None))
+    raw.flow(1, 0, 1)
+    transfer = raw.read_until(lambda p: p.code == TRANSFER)
+    assert transfer is not None and transfer.code == TRANSFER
+    delivery = int(transfer.field(1))
+    # both dispositions in one write: one read on the broker's side
+    raw.write(_disposition(delivery, settled=False, state=first) + _disposition(delivery, settled=True, state=second))
+    raw.close()
+    again = RawAmqp(broker.host, broker.port, timeout=2.0)
+    again.open("announced-check")
+    again.attach("check", 0, RECEIVER, terminus(SOURCE, address), terminus(TARGET, None))
+    again.flow(0, 0, 1)
+    back = again.read_until(lambda p: p.code == TRANSFER)
+    again.close()
+    assert (back is not None and back.code == TRANSFER) is kept
