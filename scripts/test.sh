@@ -104,13 +104,8 @@ step lint ruff check src tests
 step types mypy
 # Every testable MUST/MUST-NOT of the catalogue is tested by the installed suite (issue 15), except these,
 # listed here so the gate stays honest until they are cited (a pending ID that gets cited fails the step):
-#   AMQP-2.7.5-*, AMQP-2.7.6-DISPOSITION-RANGE, AMQP-3.5.3-DEFAULT-OUTCOME, AMQP-2.6.7-CREDIT-RECEIVER-SETS:
-#     frame-level AMQP rules the proton driver cannot provoke (a transfer's own rcv-settle-mode, a changed
-#     terminal state, ranged dispositions, default-outcome on the source, credit set by a sender): not yet tested;
 #   SOLACE-*: Solace broker-side publish-window acknowledgements, no target here offers publish-window: not yet tested.
-step spec-coverage ackspec spec coverage \
-  --pending 'AMQP-2.7.5-*' --pending AMQP-2.7.6-DISPOSITION-RANGE --pending AMQP-3.5.3-DEFAULT-OUTCOME \
-  --pending AMQP-2.6.7-CREDIT-RECEIVER-SETS --pending 'SOLACE-*'
+step spec-coverage ackspec spec coverage --pending 'SOLACE-*'
 step pytest pytest_all
 mkdir -p "$OUT/runs"
 # the client-side suite, one run per client library (client-NAME columns in the report and the matrix)
