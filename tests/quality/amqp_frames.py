@@ -1,7 +1,7 @@
 """Mutants that live below proton: rewriting the AMQP frames a connection receives.
 
 Proton's engine enforces link credit on the sending side and hides disposition
-ranges from the application (it updates each delivery in the range). Two
+ranges from the application (it updates each delivery in the range). Three
 quality-check mutants need to get past that, so they are done the way a buggy
 broker would get them wrong, by misreading the peer's frames before proton sees them:
 
@@ -13,6 +13,10 @@ broker would get them wrong, by misreading the peer's frames before proton sees 
     AMQP has no cumulative acknowledgement; a range is how a client settles many
     deliveries at once (the driver's cumulative CLIENT ack is written as one),
     and applying it to one delivery is the same bug as an individual ack.
+``announced-not-final`` (AMQP only)
+    a ``disposition`` that announces an outcome without settling has its state dropped, so the
+    outcome of the disposition that settles the delivery later wins (AMQP 1.0 2.7.5: the announced
+    terminal state is final; Artemis and ActiveMQ 6 behave so, see their profiles).
 
 :class:`FrameRewriter` is sans-IO: bytes in, bytes out, buffering partial frames
 (framing: :mod:`ackspec.reference.amqp.framing`).
@@ -61,6 +65,8 @@ class FrameRewriter:
             return self._edit(frame, doff, _inflate_credit)
         if code == DISPOSITION and self.active("client-as-individual"):
             return self._edit(frame, doff, _last_only)
+        if code == DISPOSITION and self.active("announced-not-final"):
+            return self._edit(frame, doff, _unannounced)
         return frame
 
     @staticmethod
@@ -95,6 +101,15 @@ def _last_only(fields: list[Any]) -> bool:
     if len(fields) <= 2 or fields[2] is None or fields[2] == fields[1]:
         return False
     fields[1] = fields[2]
+    return True
+
+
+def _unannounced(fields: list[Any]) -> bool:
+    """disposition: settled (3), state (4): an unsettled disposition's state is not read, so the state of
+    the disposition that settles the delivery later is the one applied."""
+    if len(fields) <= 4 or fields[3] or fields[4] is None:
+        return False
+    fields[4] = None
     return True
 
 

@@ -511,6 +511,10 @@ class RangeSettlesLast(_RewrittenInput):
     mutant = "client-as-individual"
 
 
+class AnnouncedNotFinal(_RewrittenInput):
+    mutant = "announced-not-final"
+
+
 class _TransferAnswers(AmqpConnection):
     """A connection whose answers to transfers go through :meth:`on_confirm`, which a mutant overrides."""
 
@@ -583,10 +587,15 @@ MUTANTS: dict[str, BrokerParts] = {
 }
 """mutant name -> the broker it is built as."""
 
+AMQP_MUTANTS: dict[str, BrokerParts] = {
+    "announced-not-final": BrokerParts(amqp_connection=AnnouncedNotFinal),
+}
+"""Mutants with no STOMP form (AMQP frames only): test_amqp_mutants.py runs them, test_mutants.py does not."""
+
 
 def __getattr__(name: str) -> BrokerParts:
     """``tests.quality.mutants:NAME`` (what ``--broker-parts`` takes) names the mutant ``NAME``."""
     try:
-        return MUTANTS[name]
+        return MUTANTS.get(name) or AMQP_MUTANTS[name]
     except KeyError:
         raise AttributeError(name) from None

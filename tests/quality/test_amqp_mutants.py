@@ -30,7 +30,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from .mutants import MUTANTS
+from .mutants import AMQP_MUTANTS, MUTANTS
 from .runner import Verdicts, assert_caught, start_runs
 
 TARGET = "reference+amqp://embedded"
@@ -49,11 +49,13 @@ EXPECTED: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "selector-ignored": (("suite/test_selectors",), frozenset({"JMS-3.8-SELECTOR-FILTERS", "AMQ-ACKTYPE-UNMATCHED"})),
     "no-local-ignored": (("suite/test_selectors",), frozenset({"JMS-NO-LOCAL-OWN-CONNECTION"})),
     "client-id-shared": (("suite/test_client_id",), frozenset({"JMS-6.1.2-CLIENT-ID-IN-USE"})),
+    # frame-level rules the raw AMQP peer tests (suite/amqp/test_raw_frames.py)
+    "announced-not-final": (("amqp/test_raw_frames",), frozenset({"AMQP-2.7.5-TERMINAL-STATE-FINAL"})),
 }
 
 CLEAN_MODULES = ("amqp/test_durable", "suite/test_ack", "amqp/test_credit", "amqp/test_settlement",
                  "amqp/test_outcomes", "amqp/test_transactions", "suite/test_selectors",
-                 "suite/test_client_id")
+                 "suite/test_client_id", "amqp/test_raw_frames")
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[
 
 
 def test_expected_mutants_exist() -> None:
-    assert set(EXPECTED) <= set(MUTANTS)
+    assert set(EXPECTED) <= set(MUTANTS) | set(AMQP_MUTANTS)
 
 
 def test_clean_broker_has_no_failures(runs: dict[str, Future[Verdicts]]) -> None:
