@@ -1,7 +1,7 @@
 """Mutants that live below proton: rewriting the AMQP frames a connection receives.
 
 Proton's engine enforces link credit on the sending side and hides disposition
-ranges from the application (it updates each delivery in the range). Three
+ranges from the application (it updates each delivery in the range). Four
 quality-check mutants need to get past that, so they are done the way a buggy
 broker would get them wrong, by misreading the peer's frames before proton sees them:
 
@@ -17,6 +17,10 @@ broker would get them wrong, by misreading the peer's frames before proton sees 
     a ``disposition`` that announces an outcome without settling has its state dropped, so the
     outcome of the disposition that settles the delivery later wins (AMQP 1.0 2.7.5: the announced
     terminal state is final; Artemis and ActiveMQ 6 behave so, see their profiles).
+``credit-from-own-count`` (AMQP only)
+    a receiver's ``flow`` is read as stating the broker's own delivery-count (:class:`SentCounts`
+    watches its output), so a flow whose delivery-count lags behind the transfers already sent grants
+    its link-credit afresh: more transfers than delivery-count(rcv) + link-credit(rcv) allow (2.6.7).
 
 :class:`FrameRewriter` is sans-IO: bytes in, bytes out, buffering partial frames
 (framing: :mod:`ackspec.reference.amqp.framing`).
@@ -27,11 +31,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from proton import Data, Described, ulong
+from proton import Data, Described, uint, ulong
 
 from ackspec.reference.amqp.framing import AMQP_FRAME, HEADER, FrameSplitter, read_header, with_body
 
+ATTACH = 0x12
 FLOW = 0x13
+TRANSFER = 0x14
 DISPOSITION = 0x15
 EXTRA_CREDIT = 1000
 """Credit an ``ignore-prefetch`` broker believes it got on top of what the receiver granted."""
@@ -45,8 +51,9 @@ class FrameRewriter:
     switched on mid-connection takes effect at the next frame.
     """
 
-    def __init__(self, active: Callable[[str], bool]) -> None:
+    def __init__(self, active: Callable[[str], bool], counts: SentCounts | None = None) -> None:
         self.active = active
+        self.counts = counts  # the broker's own output, for credit-from-own-count
         self._splitter = FrameSplitter()
 
     def feed(self, data: bytes) -> bytes:
@@ -67,7 +74,22 @@ class FrameRewriter:
             return self._edit(frame, doff, _last_only)
         if code == DISPOSITION and self.active("announced-not-final"):
             return self._edit(frame, doff, _unannounced)
+        if self.counts is not None:
+            self.counts.watch_input(frame)
+            if code == FLOW and self.active("credit-from-own-count"):
+                return self._edit(frame, doff, self._own_count)
         return frame
+
+    def _own_count(self, fields: list[Any]) -> bool:
+        """flow: handle (4), delivery-count (5): read as stating the broker's own delivery-count, so the
+        link-credit granted is counted from what the broker sent, not from what the receiver had seen."""
+        if self.counts is None or len(fields) <= 6 or fields[4] is None or fields[6] is None:
+            return False
+        count = self.counts.sender_count(int(fields[4]))
+        if count is None:
+            return False
+        fields[5] = uint(count % 2 ** 32)
+        return True
 
     @staticmethod
     def _edit(frame: bytes, doff: int, edit: Callable[[list[Any]], bool]) -> bytes:
@@ -113,4 +135,56 @@ def _unannounced(fields: list[Any]) -> bool:
     return True
 
 
-__all__ = ["EXTRA_CREDIT", "FrameRewriter"]
+class SentCounts:
+    """What a broker's own output says about the links it sends on: their names, initial delivery-counts
+    and the transfers written on them, so a mutant can read a receiver's flow against the broker's count.
+
+    Sans-IO: ``watch_output`` gets the bytes the broker writes, ``watch_input`` the peer's bytes (for
+    the names of the peer's handles); ``sender_count(peer_handle)`` is the broker's delivery-count of the
+    link the peer calls so."""
+
+    def __init__(self) -> None:
+        self._out, self._in = FrameSplitter(), FrameSplitter()
+        self._names: dict[int, str] = {}  # broker handle -> link name (links the broker sends on)
+        self._counts: dict[str, int] = {}  # link name -> initial delivery-count + transfers written
+        self._peer: dict[int, str] = {}  # peer handle -> link name
+
+    def watch_output(self, data: bytes) -> None:
+        for code, fields in _performatives(self._out.feed(data)):
+            if code == ATTACH and len(fields) > 9 and fields[2] is False:
+                self._names[int(fields[1])] = str(fields[0])
+                self._counts[str(fields[0])] = int(fields[9] or 0)
+            elif code == TRANSFER and len(fields) > 1 and fields[1] is not None:  # a delivery's first frame
+                name = self._names.get(int(fields[0]))
+                if name is not None:
+                    self._counts[name] += 1
+
+    def watch_input(self, frame: bytes) -> None:
+        for code, fields in _performatives([frame]):
+            if code == ATTACH and len(fields) > 1:
+                self._peer[int(fields[1])] = str(fields[0])
+
+    def sender_count(self, peer_handle: int) -> int | None:
+        name = self._peer.get(peer_handle)
+        return None if name is None else self._counts.get(name)
+
+
+def _performatives(units: list[bytes]) -> list[tuple[int, list[Any]]]:
+    found = []
+    for unit in units:
+        if unit[:4] == b"AMQP" or len(unit) < HEADER.size:
+            continue
+        body = unit[read_header(unit).doff * 4:]
+        if body[:2] != b"\x00\x53" or len(body) < 3:
+            continue
+        data = Data()
+        data.decode(body)
+        data.rewind()
+        data.next()
+        value = data.get_object()
+        if isinstance(value, Described) and isinstance(value.value, list):
+            found.append((body[2], list(value.value)))
+    return found
+
+
+__all__ = ["EXTRA_CREDIT", "FrameRewriter", "SentCounts"]

@@ -16,6 +16,7 @@ import dataclasses
 from typing import Any
 
 from ackspec.reference.amqp.connection import AmqpConnection
+from ackspec.reference.amqp.pump import EnginePump
 from ackspec.reference.broker.core import BrokerCore
 from ackspec.reference.broker.effects import Confirm, Deliver, Effect
 from ackspec.reference.broker.hub import Hub
@@ -25,7 +26,7 @@ from ackspec.reference.stomp import frames as F
 from ackspec.reference.stomp.codec import FrameParser, escape
 from ackspec.reference.stomp.session import State, StompSession, _Receipt
 
-from .amqp_frames import FrameRewriter
+from .amqp_frames import FrameRewriter, SentCounts
 
 # ---------------------------------------------------------------- the core
 
@@ -515,6 +516,30 @@ class AnnouncedNotFinal(_RewrittenInput):
     mutant = "announced-not-final"
 
 
+class _WatchedPump(EnginePump):
+    """An engine pump that shows the broker's output to a :class:`SentCounts` as it is taken."""
+
+    __slots__ = ("counts",)
+    counts: SentCounts
+
+    def take_output(self) -> bytes:
+        data = super().take_output()
+        self.counts.watch_output(data)
+        return data
+
+
+class CreditFromOwnCount(_RewrittenInput):
+    mutant = "credit-from-own-count"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        counts = SentCounts()
+        self._rewriter = FrameRewriter(lambda name: name == self.mutant, counts)
+        pump = _WatchedPump(self.transport, self.collector, self._on_event, dispatch=self._piece)
+        pump.counts = counts
+        self._engine = pump
+
+
 class _TransferAnswers(AmqpConnection):
     """A connection whose answers to transfers go through :meth:`on_confirm`, which a mutant overrides."""
 
@@ -589,6 +614,7 @@ MUTANTS: dict[str, BrokerParts] = {
 
 AMQP_MUTANTS: dict[str, BrokerParts] = {
     "announced-not-final": BrokerParts(amqp_connection=AnnouncedNotFinal),
+    "credit-from-own-count": BrokerParts(amqp_connection=CreditFromOwnCount),
 }
 """Mutants with no STOMP form (AMQP frames only): test_amqp_mutants.py runs them, test_mutants.py does not."""
 
