@@ -48,8 +48,6 @@ from ackspec.conformance.suite.amqp.support import amqp_client
 
 requirement = pytest.mark.requirement
 
-OUTCOMES_OF = "AMQP-3.4-OUTCOMES"
-"""The requirement whose ``outcome`` parameter is the domain of outcomes a receiver settles with."""
 MAX_DELIVERIES = 8
 """Most unsettled deliveries one example of the range property holds (a cost cap: each is a message)."""
 CREDIT_CAP = 6
@@ -57,8 +55,9 @@ CREDIT_CAP = 6
 
 
 def outcomes(harness: Harness) -> st.SearchStrategy[str]:
-    """The catalogue's outcomes; only ``accepted`` on a target that cannot settle with the others."""
-    domain = drawn(OUTCOMES_OF, "outcome")
+    """The catalogue's outcomes (AMQP-3.4-OUTCOMES's domain); only ``accepted`` on a target that cannot
+    settle with the others."""
+    domain = drawn("AMQP-3.4-OUTCOMES", "outcome")
     return domain if harness.has(Capability.NACK_OUTCOMES) else domain.filter(lambda name: name == "accepted")
 
 
