@@ -12,7 +12,9 @@ driver offers against the target, before the test runs:
 So a test states what it checks (``@requirement(...)``) and nothing about what it needs: a
 capability the rule needs is written once, in the catalogue. A test still calls
 ``harness.require`` only for what its own mechanics need beyond the rules it checks (a restart
-command, fault injection on the embedded broker).
+command, fault injection on the embedded broker), or what only some of its requirements need;
+``tests/conformance/test_no_restated_capabilities.py`` fails on a required capability that every
+requirement the test cites already lists.
 """
 
 from __future__ import annotations
