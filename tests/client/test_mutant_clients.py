@@ -10,6 +10,7 @@ pass against the unmodified reference client, over each protocol a case is run o
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ import pytest
 from ackspec.adapters.cut import ClientUnderTest
 from ackspec.adapters.refclient import RefClientAmqpCUT, RefClientCUT
 from ackspec.conformance.client import test_close_rules as close_rules
+from ackspec.conformance.client import test_consumer_acks as consumer_acks
 from ackspec.conformance.client import test_jms_send as jms
 from ackspec.conformance.client import test_stomp_client as stomp_client
 from ackspec.conformance.client.conftest import Env, opened_clients
@@ -244,6 +246,28 @@ class RecoverWithoutNack(_Mutant):
         session.recover = recover  # type: ignore[method-assign]
 
 
+class RollbackGivesBackByNack(_Mutant):
+    """rollback() hands the transaction's messages back to the broker (NACK / released) instead of delivering
+    them again itself: they come back behind what the consumer prefetched (breaks JMS-6.2.7-ROLLBACK-REDELIVERS,
+    whose recovery restarts with the oldest unacknowledged message; the reference client's rollback of
+    before 2026-11-26 did this)."""
+
+    def mutate_session(self, session: Session) -> None:
+        conn = session.connection
+
+        def rollback() -> None:
+            tx = session._tx
+            assert tx is not None
+            token = conn.new_id("abort")
+            conn._control_request(token, lambda: conn.wire.abort(tx, token))
+            for consumer in session._consumers:
+                conn.write_acks(consumer._locked(functools.partial(consumer.core.rollback, "rollback")))
+            session._begin()
+            session._finish_consumer_closes()
+
+        session.rollback = rollback  # type: ignore[method-assign]
+
+
 class FailedCommitReportedAsSuccess(_Mutant):
     """Takes the broker's refusal of a COMMIT / discharge as success: the application never learns its
     transaction was rolled back (breaks AMQ-TX-FAILED-COMMIT-ROLLS-BACK)."""
@@ -372,6 +396,8 @@ CASES: list[Case] = [
     Case(ListenerMayNotCloseItsConsumer, close_rules.test_listener_closing_its_own_consumer_completes,
          protocols=BOTH),
     Case(RecoverWithoutNack, close_rules.test_unprocessed_messages_are_nacked_not_left_to_a_cumulative_ack),
+    Case(RollbackGivesBackByNack, consumer_acks.test_rollback_redelivers_oldest_first_over_any_prefetch,
+         protocols=BOTH),
     Case(FailedCommitReportedAsSuccess, close_rules.test_failed_commit_rolls_back_and_redelivers, protocols=BOTH),
     Case(FailedCommitNoInnerRollback, close_rules.test_failed_commit_rolls_back_and_redelivers, protocols=BOTH),
     Case(SlowHeartBeats, stomp_client.test_client_heart_beats_at_the_negotiated_interval),

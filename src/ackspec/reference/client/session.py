@@ -188,8 +188,7 @@ class Session:
         assert tx is not None
         token = self.connection.new_id("abort")
         self.connection._control_request(token, lambda: self.connection.wire.abort(tx, token))
-        for consumer in self._consumers:
-            self.connection.write_acks(consumer._locked(functools.partial(consumer.core.rollback, "rollback")))
+        self._redeliver_unacknowledged("rollback")
         self._begin()
         self._finish_consumer_closes()
 
@@ -198,12 +197,17 @@ class Session:
         self._check()
         if self.transacted:
             raise IllegalStateError("recover() on a transacted session")
+        self._redeliver_unacknowledged("recover")
+        self._finish_consumer_closes()
+
+    def _redeliver_unacknowledged(self, reason: str) -> None:
+        """recover() and rollback() alike: every consumer delivers its unacknowledged messages again, oldest
+        first, ahead of what it prefetched (JMS 6.2.10 and 6.2.7), see :meth:`MessageConsumer._recover`."""
         for consumer in self._consumers:
-            logged, sent = consumer._locked(consumer._recover)
+            logged, sent = consumer._locked(functools.partial(consumer._recover, reason))
             self.connection.write_acks(logged, on_wire=False)
             self.connection.write_acks(sent)
             consumer._pump()
-        self._finish_consumer_closes()
 
     def acknowledge(self) -> None:
         """CLIENT_ACKNOWLEDGE: acknowledge everything the session delivered (6.2.10)."""
@@ -336,6 +340,11 @@ class MessageProducer:
         self._closed = True
 
 
+_HELD_UNTIL_ACKNOWLEDGED = (AckMode.CLIENT_ACKNOWLEDGE, AckMode.INDIVIDUAL_ACKNOWLEDGE, AckMode.SESSION_TRANSACTED)
+"""Modes whose delivered messages a consumer keeps until acknowledged or committed: recover() or rollback()
+delivers them again itself."""
+
+
 class MessageConsumer:
     def __init__(self, session: Session, consumer_id: str, destination: str, selector: Selector | None,
                  prefetch: int | None) -> None:
@@ -452,25 +461,26 @@ class MessageConsumer:
 
     def _delivered(self, message: Message, inbound: Inbound) -> list[AckRecord]:
         """The application gets ``message`` (under the lock); kept for a local recover() until acknowledged."""
-        if self.session.ack_mode in (AckMode.CLIENT_ACKNOWLEDGE, AckMode.INDIVIDUAL_ACKNOWLEDGE):
+        if self.session.ack_mode in _HELD_UNTIL_ACKNOWLEDGED:
             if len(self._unacked) > 2 * self.core.delivered_count + 16:  # drop the acknowledged ones now and then:
                 unacked = self.core.delivered_ack_ids()  # amortised, not a pass over the backlog per receive
                 self._unacked = {ack_id: m for ack_id, m in self._unacked.items() if ack_id in unacked}
             self._unacked[inbound.ack_id] = message
         return self.core.on_delivered(inbound)
 
-    def _recover(self) -> tuple[list[AckRecord], list[AckRecord]]:
-        """recover() for this consumer (under the lock): the records only logged, and those sent.
+    def _recover(self, reason: str = "recover") -> tuple[list[AckRecord], list[AckRecord]]:
+        """recover() or rollback() for this consumer (under the lock): the records only logged, and those sent.
 
-        JMS 6.2.10: delivery restarts with the oldest unacknowledged message. Handing the messages back
-        to the broker (a NACK) would put them behind what this consumer has prefetched, so, as ActiveMQ's
-        client does, they go back to the front of the local buffer, marked redelivered and counted, and
-        the REDELIVERED records are only logged (the broker still holds them for this consumer). One
-        redelivered past ``maximum_redeliveries`` gets its POISON ack sent instead. In pull mode
-        (prefetch 0) nothing is buffered, and the broker redelivers them.
+        JMS 6.2.10 (recover) and 6.2.7 (rollback): delivery restarts with the oldest unacknowledged
+        message. Handing the messages back to the broker (a NACK) would put them behind what this consumer
+        has prefetched, so, as ActiveMQ's client does, they go back to the front of the local buffer,
+        marked redelivered and counted, and the REDELIVERED records are only logged (the broker still
+        holds them for this consumer: a rolled-back transaction never acknowledged them, its acks go out
+        with the commit). One redelivered past ``maximum_redeliveries`` gets its POISON ack sent instead.
+        In pull mode (prefetch 0) nothing is buffered, and the broker redelivers them.
         """
         delivered = {ack_id: self._unacked.get(ack_id) for ack_id in self.core.delivered_ack_ids()}
-        records = self.core.rollback("recover")
+        records = self.core.rollback(reason)
         if self.core.pull or any(m is None for m in delivered.values()):
             return [], records
         again: list[tuple[Message, Inbound]] = []
