@@ -500,16 +500,45 @@ def _unique_bodies(make_cut: MakeCut, env: Env, destination: str, count: int) ->
 
 
 @requirement("AMQ-ACKTYPE-DELIVERED")
-def test_delivered_ack_leaves_the_messages_on_the_broker(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    bodies = _unique_bodies(make_cut, env, q, 6)
-    cut = ack_cut(make_cut, prefetch=10)
-    c = cut.consumer(cut.session(ack_mode=CLIENT), q)
-    for _ in range(5):
-        assert cut.receive(c, TIMEOUT) is not None
-    assert acks(cut) == [(DELIVERED, 5)], "the client should have sent a DELIVERED ack at half the prefetch"
-    cut.close()  # never acknowledged: a DELIVERED ack is not a consumption
-    assert sorted(env.contents(q)) == sorted(bodies), "the broker removed messages on a DELIVERED ack"
+def test_delivered_acks_never_remove_messages(make_cut: MakeCut, env: Env) -> None:
+    """A CLIENT_ACKNOWLEDGE consumer with any prefetch of the rule's domain receives any number of the
+    messages on its queue (up to the prefetch, so every broker lets it hold them) and never acknowledges:
+    whatever DELIVERED acks its client sent, once it closes the broker still holds every message."""
+    cut = ack_cut(make_cut)
+    cut.require(ClientFeature.PREFETCH)
+    feeder = make_cut()
+    fp = feeder.producer(feeder.session())
+    examples = itertools.count()
+    exercised: list[int] = []  # the DELIVERED acks of each example
+
+    @hypothesis_settings()
+    @hypothesis_seed()
+    @given(prefetch=drawn("AMQ-ACKTYPE-DELIVERED", "prefetch", cap=PROPERTY_PREFETCH_CAP), data=st.data())
+    def kept(prefetch: int, data: st.DataObject) -> None:
+        count = data.draw(st.integers(1, prefetch + MAX_FILL), label="messages on the queue")
+        receives = data.draw(st.integers(1, min(count, prefetch)), label="received, never acknowledged")
+        q = env.queue(f"d{next(examples)}")
+        bodies = [f"{env.tag}-{i}".encode() for i in range(count)]
+        for body in bodies:
+            feeder.sync_send(fp, q, body, persistent=True)
+        before = len(cut.events.of("ack"))
+        s = cut.session(ack_mode=CLIENT)
+        c = cut.consumer(s, q, prefetch=prefetch)
+        try:
+            for i in range(receives):
+                assert cut.receive(c, TIMEOUT) is not None, f"receive {i + 1} of {count} queued got nothing"
+        finally:
+            cut.close_session(s)  # never acknowledged: a DELIVERED ack is not a consumption
+        sent = acks(cut)[before:]
+        assert all(kind == DELIVERED for kind, _ in sent), f"the client sent acks other than DELIVERED: {sent}"
+        exercised.append(len(sent))
+        left = sorted(env.contents(q))
+        assert left == sorted(bodies), (
+            f"after {receives} receives at prefetch {prefetch} and the DELIVERED acks {sent}, the broker holds "
+            f"{len(left)} of the {count} messages: it removed {sorted(set(bodies) - set(left))}")
+
+    kept()
+    assert any(exercised), "no example got a DELIVERED ack from the client: the rule was not exercised"
 
 
 @requirement("AMQ-ACKTYPE-STANDARD")
@@ -525,20 +554,80 @@ def test_standard_ack_removes_exactly_the_acked_messages(make_cut: MakeCut, env:
     assert env.contents(q) == bodies[2:], "a STANDARD-acked message came back, or an unacked one was removed"
 
 
+RANGE_STEPS = st.lists(st.sampled_from(["receive", "receive", "acknowledge"]), min_size=2, max_size=12)
+"""A CLIENT session's steps: receive (twice as often: a range needs messages in it) or acknowledge."""
+
+
 @requirement("AMQ-ACKTYPE-RANGE")
-def test_one_ack_over_a_range_settles_every_message_in_it(make_cut: MakeCut, env: Env) -> None:
-    q = env.queue()
-    bodies = _unique_bodies(make_cut, env, q, 4)
-    cut = ack_cut(make_cut, prefetch=10)
-    c = cut.consumer(cut.session(ack_mode=CLIENT), q)
-    received = [cut.receive(c, TIMEOUT) for _ in range(3)]
-    assert all(received)
-    last = received[-1]
-    assert last is not None
-    cut.acknowledge(last.handle)
-    assert acks(cut, STANDARD) == [(STANDARD, 3)], "one acknowledgement should cover the three messages"
-    cut.close()
-    assert env.contents(q) == bodies[3:], "the range ack did not settle every message in it"
+def test_one_ack_over_a_range_settles_exactly_the_messages_in_it(make_cut: MakeCut, env: Env) -> None:
+    """A CLIENT_ACKNOWLEDGE consumer with any prefetch of the rule's domain, and any sequence of receives
+    and acknowledges: each acknowledge sends one ack whose range covers exactly the messages delivered since
+    the last one, and once the consumer closes the broker holds exactly the messages no range covered."""
+    cut = ack_cut(make_cut)
+    cut.require(ClientFeature.PREFETCH)
+    feeder = make_cut()
+    fp = feeder.producer(feeder.session())
+    examples = itertools.count()
+
+    @hypothesis_settings()
+    @hypothesis_seed()
+    @given(prefetch=drawn("AMQ-ACKTYPE-RANGE", "prefetch", cap=PROPERTY_PREFETCH_CAP),
+           count=st.integers(1, 2 * MAX_FILL), steps=RANGE_STEPS)
+    def settled(prefetch: int, count: int, steps: list[str]) -> None:
+        q = env.queue(f"r{next(examples)}")
+        bodies = [f"{env.tag}-{i}".encode() for i in range(count)]
+        for body in bodies:
+            feeder.sync_send(fp, q, body, persistent=True)
+        s = cut.session(ack_mode=CLIENT)
+        c = cut.consumer(s, q, prefetch=prefetch)
+        ranges = _RangeModel(prefetch, bodies)
+        try:
+            for step in steps:
+                ranges.apply(cut, c, step)
+        finally:
+            cut.close_session(s)
+        left = sorted(env.contents(q))
+        assert left == ranges.left(), (
+            f"steps {ranges.done} at prefetch {prefetch}: the broker holds {left}, the acks covered "
+            f"{ranges.acked}, so it should hold {ranges.left()}")
+
+    settled()
+
+
+@dataclass
+class _RangeModel:
+    """What one CLIENT consumer's acknowledges must settle: each covers what was received since the last."""
+
+    prefetch: int
+    bodies: list[bytes]
+    received: int = 0
+    since_ack: list[str] = field(default_factory=list)  # handles received since the last acknowledge
+    acked: list[bytes] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)
+
+    def apply(self, cut: ClientUnderTest, consumer: str, step: str) -> None:
+        """One step; a receive with nothing left, or beyond what the prefetch lets the consumer hold
+        unacknowledged (pull mode, 0, holds one), is skipped: a broker rightly withholds it."""
+        if step == "receive" and self.received < len(self.bodies) and len(self.since_ack) < max(self.prefetch, 1):
+            got = cut.receive(consumer, TIMEOUT)
+            self.done.append("receive")
+            expected = self.bodies[self.received]
+            assert got is not None and got.body == expected, (
+                f"after {self.done}: got {got.body if got else None!r}, expected {expected!r}")
+            self.received += 1
+            self.since_ack.append(got.handle)
+        elif step == "acknowledge" and self.since_ack:
+            before = len(acks(cut, STANDARD))
+            cut.acknowledge(self.since_ack[-1])
+            self.done.append("acknowledge")
+            sent = acks(cut, STANDARD)[before:]
+            assert sent == [(STANDARD, len(self.since_ack))], (
+                f"after {self.done}: one acknowledge over {len(self.since_ack)} messages sent the acks {sent}")
+            self.acked += self.bodies[self.received - len(self.since_ack):self.received]
+            self.since_ack = []
+
+    def left(self) -> list[bytes]:
+        return sorted(set(self.bodies) - set(self.acked))
 
 
 @requirement("AMQ-ACKTYPE-POISON")
@@ -654,7 +743,8 @@ def test_rollback_redelivers_oldest_first_over_any_prefetch(make_cut: MakeCut, e
     what the transaction received, oldest first, ahead of whatever the consumer prefetched, 6.2.7 with
     6.2.10), marked redelivered exactly when a rollback gave it back, and once the session closes exactly
     what was not committed is back on the queues."""
-    make_cut().require(ClientFeature.ACK_MODES, ClientFeature.TRANSACTIONS, ClientFeature.PREFETCH)
+    cut = make_cut()
+    cut.require(ClientFeature.ACK_MODES, ClientFeature.TRANSACTIONS, ClientFeature.PREFETCH)
     feeder = make_cut()
     fp = feeder.producer(feeder.session())
     examples = itertools.count()
@@ -670,16 +760,15 @@ def test_rollback_redelivers_oldest_first_over_any_prefetch(make_cut: MakeCut, e
         for q, count in zip(queues, fills, strict=True):
             for i in range(count):
                 feeder.sync_send(fp, q, b"%d" % i, persistent=True)
-        cut = make_cut(prefetch=prefetch)
         s = cut.session(transacted=True)
-        consumers = [cut.consumer(s, q) for q in queues]
+        consumers = [cut.consumer(s, q, prefetch=prefetch) for q in queues]
         model = _SessionModel([[b"%d" % i for i in range(count)] for count in fills])
         done: list[str] = [f"prefetch {prefetch}"]
         try:
             for step, index in steps:
                 _transacted_step(cut, s, consumers, model, (step, index % len(fills)), done, prefetch)
         finally:
-            cut.close()
+            cut.close_session(s)
         for i, q in enumerate(queues):
             assert sorted(env.contents(q)) == model.left(i), (
                 f"queue {i} after the session closed: steps {done} left the wrong messages uncommitted")

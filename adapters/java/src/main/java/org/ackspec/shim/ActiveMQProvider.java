@@ -129,4 +129,10 @@ final class ActiveMQProvider implements Provider {
         String plain = Provider.strip(name);
         return name.startsWith("/queue/") ? session.createQueue(plain) : session.createTopic(plain);
     }
+
+    /** ActiveMQ reads a consumer's own prefetch from its destination's options (consumer.prefetchSize). */
+    @Override
+    public Destination withPrefetch(Session session, String name, long prefetch) throws JMSException {
+        return destination(session, name + "?consumer.prefetchSize=" + prefetch);
+    }
 }

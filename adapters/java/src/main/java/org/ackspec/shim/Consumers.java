@@ -1,6 +1,7 @@
 package org.ackspec.shim;
 
 import jakarta.jms.BytesMessage;
+import jakarta.jms.Destination;
 import jakarta.jms.JMSException;
 import jakarta.jms.Message;
 import jakarta.jms.MessageConsumer;
@@ -31,12 +32,12 @@ final class Consumers {
 
     Object consumer(Map<String, Object> args) throws Exception {
         Driver.SessionState s = driver.sessions.get(args.get("session"));
-        if (args.get("prefetch") != null) {
-            throw ShimError.notApplicable(driver.provider.name() + ": prefetch is set on the connection (open option)");
-        }
+        Object prefetch = args.get("prefetch");
+        Destination destination = prefetch == null ? driver.destination(s.session(), args.get("destination"))
+                : driver.provider.withPrefetch(s.session(), String.valueOf(args.get("destination")),
+                        ((Number) prefetch).longValue());
         Object selector = args.get("selector");
-        MessageConsumer consumer = s.session().createConsumer(driver.destination(s.session(), args.get("destination")),
-                selector == null ? null : selector.toString());
+        MessageConsumer consumer = s.session().createConsumer(destination, selector == null ? null : selector.toString());
         ConsumerState state = new ConsumerState(consumers.reserve(), consumer, s);
         consumers.put(state.handle(), state);
         driver.provider.consumerCreated(consumer, state.handle());

@@ -44,6 +44,14 @@ interface Provider {
         return session.createTopic(name);
     }
 
+    /**
+     * The destination a consumer with its own prefetch consumes from, where the library takes a prefetch per
+     * consumer (ActiveMQ: the destination option consumer.prefetchSize); else the prefetch is the connection's.
+     */
+    default Destination withPrefetch(Session session, String name, long prefetch) throws JMSException, ShimError {
+        throw ShimError.notApplicable(name() + ": prefetch is set on the connection (open option)");
+    }
+
     /** The confirmation gate inside the client, where the library offers one (Artemis: interceptors; ActiveMQ: a transport filter). */
     default AnswerGate gate() throws ShimError {
         throw ShimError.notApplicable(name() + " has no confirmation gate");
