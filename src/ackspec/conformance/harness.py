@@ -15,18 +15,23 @@ every message it sends to be consumed by its end (an ``expect`` ``delivered``
 record). A test that leaves messages on the broker or drops them on purpose says
 so with :meth:`Harness.expect_left` or :meth:`Harness.expect_dropped`; the history
 checks then count an undeclared, confirmed, never-consumed message of a test that
-ran to its end as a decisive loss (docs/history-format.md).
+ran to its end as a decisive loss (docs/history-format.md). A property test wraps its
+body in :meth:`Harness.example`, so the sends of an example hypothesis abandons between
+draws are declared left without the test handling it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
+
+from hypothesis.errors import StopTest, UnsatisfiedAssumption
 
 from ackspec.adapters.base import AckMode, Adapter, Capability, Client, Delivery, NotSupported
 from ackspec.adapters.settings import TargetSettings
@@ -39,6 +44,14 @@ from ackspec.history.checks import check_history as check_history_records
 SENTINEL_HEADER = "ackspec-sentinel"
 LOSS_CLEANUP_GRACE = 3  # receive timeouts a broker gets to give back what a dead connection held
 DRAIN_RETURN_GRACE = 1  # receive timeouts a drain waits past its sentinel for what an ended connection gave back
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+ABANDONED = (StopTest, UnsatisfiedAssumption)
+"""How hypothesis ends an example early without a verdict: its data ran out between draws (``StopTest``,
+hypothesis' own control-flow exception, which it catches itself), or an ``assume`` rejected it."""
 
 
 def seqs(deliveries: Iterable[Delivery]) -> list[int]:
@@ -244,6 +257,31 @@ class Harness:
         """Declare messages deliberately dropped (NACKed to a dead-letter queue the test does not drain,
         expired, lost in a restart the test provokes): the history checks do not count them lost."""
         self._declare_messages(Intent.DROPPED, destination, seqs, producer, reason)
+
+    def example(self, body: Callable[P, R]) -> Callable[P, R]:
+        """Wrap a property's body, under ``@given``: an example hypothesis abandons has its sends declared left.
+
+        Hypothesis may stop an example between two draws (its data ran out, or an ``assume`` failed); a
+        property that sent messages before drawing then leaves them on the broker, undrained, with no
+        verdict of its own, and the history checks would count them lost. Every message the abandoned
+        example sent is declared left (a consumed one stays consumed: ``left`` only exempts from loss).
+        An example that fails keeps its history as it is: a loss there is evidence.
+        """
+        @functools.wraps(body)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            start = len(self.recorder.records)
+            try:
+                return body(*args, **kwargs)
+            except ABANDONED:
+                self._declare_sent_since(start, "hypothesis abandoned the example (data ran out or assume failed)")
+                raise
+        return run
+
+    def _declare_sent_since(self, start: int, reason: str) -> None:
+        sent = {(r.destination, r.producer, r.seq) for r in self.recorder.records[start:]
+                if r.op is Op.SEND and r.destination is not None and r.seq is not None}
+        for destination, producer, seq in sorted(sent, key=lambda m: (str(m[0]), str(m[1]), m[2] or 0)):
+            self._declare(Intent.LEFT, reason, destination=destination, producer=producer, seq=seq)
 
     def _declare_messages(self, intent: Intent, destination: str, seqs: Iterable[int] | None,
                           producer: str | None, reason: str) -> None:

@@ -116,6 +116,7 @@ def test_any_acknowledgement_pattern_leaves_what_the_model_says(harness: Harness
     @hypothesis_seed()
     @given(modes=st.tuples(mode, mode), sent=st.tuples(st.integers(1, MAX_SENT), st.integers(1, MAX_SENT)),
            steps=st.lists(st.tuples(st.integers(0, 1), st.integers(0, MAX_SENT - 1), st.booleans()), max_size=6))
+    @harness.example
     def pattern(modes: tuple[str, str], sent: tuple[int, int], steps: list[tuple[int, int, bool]]) -> None:
         _pattern(harness, modes, sent, steps)
 
@@ -162,6 +163,7 @@ def test_acks_in_a_transaction_take_effect_at_its_end(harness: Harness) -> None:
     @hypothesis_settings()
     @hypothesis_seed()
     @given(data=st.data(), sent=st.integers(1, MAX_SENT), commit=st.booleans())
+    @harness.example
     def transaction(data: st.DataObject, sent: int, commit: bool) -> None:
         acked = data.draw(st.frozensets(st.integers(0, sent - 1), min_size=1), label="acked")
         _transaction_of_acks(harness, sent, acked, commit)

@@ -50,6 +50,7 @@ def test_prefetch_bounds_unacked_deliveries(harness: Harness) -> None:
     @hypothesis_seed()
     @given(prefetch=drawn("STOMP-SUBSCRIBE-PREFETCH", "prefetch"), beyond=st.integers(1, 8),
            acks=st.integers(0, 8))
+    @harness.example
     def bounded(prefetch: int, beyond: int, acks: int) -> None:
         _prefetch_example(harness, prefetch, prefetch + beyond, min(acks, prefetch, beyond))
 

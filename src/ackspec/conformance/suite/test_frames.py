@@ -72,6 +72,7 @@ def test_round_trip_property(harness: Harness) -> None:
     @hypothesis_seed()
     @given(headers=st.dictionaries(st.from_regex(r"x-[a-z]{1,8}", fullmatch=True), values, max_size=4),
            body=st.binary(max_size=2000))
+    @harness.example
     def round_trip(headers: dict[str, str], body: bytes) -> None:
         seq = next(counter)
         c.send(q, body, seq=seq, producer="p1", headers=headers)
@@ -246,6 +247,7 @@ def test_server_picks_the_highest_common_version(harness: Harness) -> None:
     @hypothesis_settings()
     @hypothesis_seed()
     @given(offer=st.lists(drawn("STOMP-CONNECT-VERSION", "accept-version"), min_size=1, max_size=3, unique=True))
+    @harness.example
     def highest_common(offer: list[str]) -> None:
         supported = [v for v in offer if answer((v,)) == ("CONNECTED", v)]
         command, version = answer(tuple(offer))

@@ -44,6 +44,7 @@ def test_nack_client_mode_is_cumulative(harness: Harness) -> None:
     @hypothesis_settings()
     @hypothesis_seed()
     @given(data=st.data(), count=st.integers(2, 6))
+    @harness.example
     def cumulative(data: st.DataObject, count: int) -> None:
         _nack_covers_earlier(harness, count, data.draw(st.integers(1, count - 1), label="nacked"))
 
@@ -194,6 +195,7 @@ def test_delivery_count_grows_over_any_redeliveries(harness: Harness) -> None:
     @hypothesis_settings(examples=6)
     @hypothesis_seed()
     @given(sequence=st.lists(st.sampled_from(causes), min_size=1, max_size=4))
+    @harness.example
     def grows(sequence: list[str]) -> None:
         q = harness.queue()
         harness.send_seq(producer, q, [0], persistent=True)

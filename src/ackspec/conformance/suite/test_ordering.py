@@ -39,6 +39,7 @@ def test_order_within_each_delivery_mode(harness: Harness) -> None:
     @hypothesis_settings()
     @hypothesis_seed()
     @given(modes=st.lists(DELIVERY_MODES, min_size=2, max_size=16))
+    @harness.example
     def per_mode(modes: list[int]) -> None:
         q = harness.queue("modes")
         sub = consumer.subscribe(q, ack=AckMode.AUTO)
@@ -64,6 +65,7 @@ def test_each_competing_consumer_sees_its_share_in_order(harness: Harness) -> No
     @hypothesis_seed()
     @given(count=drawn("JMS-4.1.2-COMPETING-CONSUMER-ORDER", "consumers", cap=MAX_CONSUMERS),
            n=st.integers(2, 24))
+    @harness.example
     def shares_in_order(count: int, n: int) -> None:
         q = harness.queue("share")
         subs = [(c, c.subscribe(q, ack=AckMode.AUTO)) for c in consumers[:count]]

@@ -275,6 +275,7 @@ def test_transaction_boundaries(harness: Harness) -> None:
     @hypothesis_settings(examples=10)
     @hypothesis_seed()
     @given(batches=st.lists(st.tuples(st.integers(1, 4), st.booleans()), min_size=1, max_size=5))
+    @harness.example
     def batches_commit_or_abort(batches: list[tuple[int, bool]]) -> None:
         q = harness.queue("tx")
         sub = consumer.subscribe(q, ack=AckMode.AUTO)

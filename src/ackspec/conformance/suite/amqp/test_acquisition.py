@@ -55,6 +55,7 @@ def test_delivery_tags_unique_among_unsettled(harness: Harness) -> None:
     @hypothesis_settings(examples=8)
     @hypothesis_seed()
     @given(credit=_credit(), extra=st.integers(0, MAX_CREDIT), data=st.data())
+    @harness.example
     def unique(credit: int, extra: int, data: st.DataObject) -> None:
         q = harness.queue()
         sub = c.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=credit)
@@ -62,20 +63,15 @@ def test_delivery_tags_unique_among_unsettled(harness: Harness) -> None:
         harness.send_seq(c, q, range(total))
         held: dict[str, Delivery] = {}
         arrived = 0
-        try:
-            while arrived < total:
-                wanted = min(credit - len(held), total - arrived)
-                for d in harness.expect_n(c, sub, wanted, req.AMQP_2_6_12_UNSETTLED_AT_LEAST_ONCE,
-                                          f"deliveries of the {total} accepted sends ({arrived} so far)"):
-                    _hold(held, d)
-                arrived += wanted
-                chosen = data.draw(st.lists(st.sampled_from(sorted(held)), min_size=1, unique=True),
-                                   label="settled")
-                for tag in chosen:
-                    c.ack(held.pop(tag))
-        finally:
-            if arrived < total:  # hypothesis may stop an example between draws (its data ran out): not a loss
-                harness.expect_left(q, range(arrived, total), reason="the example stopped before receiving them")
+        while arrived < total:
+            wanted = min(credit - len(held), total - arrived)
+            for d in harness.expect_n(c, sub, wanted, req.AMQP_2_6_12_UNSETTLED_AT_LEAST_ONCE,
+                                      f"deliveries of the {total} accepted sends ({arrived} so far)"):
+                _hold(held, d)
+            arrived += wanted
+            chosen = data.draw(st.lists(st.sampled_from(sorted(held)), min_size=1, unique=True), label="settled")
+            for tag in chosen:
+                c.ack(held.pop(tag))
         for d in held.values():
             c.ack(d)
         c.unsubscribe(sub)
@@ -125,29 +121,24 @@ def test_acquired_messages_go_to_no_other_link(harness: Harness) -> None:
     @hypothesis_seed()
     @given(credits=st.tuples(_credit(), _credit()), steps=st.lists(STEPS, min_size=1, max_size=8),
            data=st.data())
+    @harness.example
     def exclusive(credits: tuple[int, int], steps: list[tuple[str, object]], data: st.DataObject) -> None:
         q = harness.queue()
         links = {"a": _Link(a, a.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=credits[0]), "a"),
                  "b": _Link(b, b.subscribe(q, ack=AckMode.CLIENT_INDIVIDUAL, prefetch=credits[1]), "b")}
         sent = 0
-        finished = False
-        try:
-            for kind, arg in steps:
-                if kind == "send":
-                    harness.send_seq(producer, q, range(sent, sent + int(str(arg))))
-                    sent += int(str(arg))
-                else:
-                    link = links[str(arg)]
-                    if link.held:
-                        chosen = data.draw(st.lists(st.sampled_from(sorted(link.held)), min_size=1, unique=True),
-                                           label=f"settled by {link.name}")
-                        for seq in chosen:
-                            link.client.ack(link.held.pop(seq))
-                _poll(links, q)
-            finished = True
-        finally:
-            if not finished:  # hypothesis may stop an example between draws (its data ran out): not a loss
-                harness.expect_left(q, reason="the example stopped before its messages were drained")
+        for kind, arg in steps:
+            if kind == "send":
+                harness.send_seq(producer, q, range(sent, sent + int(str(arg))))
+                sent += int(str(arg))
+            else:
+                link = links[str(arg)]
+                if link.held:
+                    chosen = data.draw(st.lists(st.sampled_from(sorted(link.held)), min_size=1, unique=True),
+                                       label=f"settled by {link.name}")
+                    for seq in chosen:
+                        link.client.ack(link.held.pop(seq))
+            _poll(links, q)
         _finish(harness, producer, q, links)
 
     exclusive()

@@ -186,6 +186,7 @@ def test_transfers_follow_any_sequence_of_credit_grants(harness: Harness) -> Non
     @hypothesis_seed()
     @given(backlog=st.integers(0, 12),
            grants=st.lists(drawn("AMQP-2.6.7-CREDIT-BOUND", "credit", cap=CREDIT_CAP), min_size=1, max_size=4))
+    @harness.example
     def granted_in_steps(backlog: int, grants: list[int]) -> None:
         q = harness.queue("credit")
         harness.send_seq(c, q, range(backlog))

@@ -117,6 +117,7 @@ def test_dispositions_over_any_ranges_settle_every_delivery_in_them(harness: Har
     @hypothesis_seed()
     @given(plan=range_plans(outcomes(harness)))
     @example(plan=ACROSS_LINKS)
+    @harness.example
     def ranges(plan: RangePlan) -> None:
         links, count = plan.links, plan.count
         queues = [harness.queue("range") for _ in range(links)]
@@ -194,6 +195,7 @@ def test_sender_computes_credit_from_the_receivers_flow(harness: Harness) -> Non
            grants=st.lists(st.tuples(drawn("AMQP-2.6.7-CREDIT-BOUND", "credit", cap=CREDIT_CAP),
                                      st.integers(0, 3)), min_size=1, max_size=4))
     @example(**STALE_FLOW)
+    @harness.example
     def flows_in_steps(backlog: int, grants: list[tuple[int, int]]) -> None:
         q = harness.queue("credit")
         harness.send_seq(c, q, range(backlog))
@@ -282,6 +284,7 @@ def test_a_later_disposition_does_not_change_an_announced_outcome(harness: Harne
     @hypothesis_settings(examples=4)
     @hypothesis_seed()
     @given(data=st.data())
+    @harness.example
     def twice(data: st.DataObject) -> None:
         first = data.draw(outcomes(harness), label="first")
         second = data.draw(_fate_differs(first), label="second")
@@ -325,6 +328,7 @@ def test_settled_without_outcome_gets_the_default_outcome(harness: Harness) -> N
     @hypothesis_settings(examples=4)
     @hypothesis_seed()
     @given(asked=outcomes(harness))
+    @harness.example
     def by_default(asked: str) -> None:
         q = harness.queue("default")
         harness.send_seq(c, q, [0])
