@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proton import Collector, Connection, Delivery, Endpoint, Event, Link, Transport
+from proton import Collector, Connection, Data, Delivery, Described, Endpoint, Event, Link, Transport, uint
 
-from .amqp_frames import EXTRA_CREDIT, FrameRewriter
+from ackspec.conformance.rawamqp import ATTACH, DISPOSITION, FLOW, RECEIVER, SENDER, TRANSFER, Performative, outcome
+from ackspec.reference.amqp.framing import read_header
+
+from .amqp_frames import EXTRA_CREDIT, FrameRewriter, SentCounts
 
 
 def _pair() -> tuple[Connection, Transport, Connection, Transport, Collector]:
@@ -121,3 +124,35 @@ def test_non_amqp_bytes_and_session_frames_pass_through() -> None:
     assert rewriter.feed(raw) == raw  # header, open, begin: untouched even with every mutant on
     assert not st.condition
     assert client.state & Endpoint.LOCAL_ACTIVE
+
+
+def _frame_fields(frame: bytes) -> list[object]:
+    data = Data()
+    data.decode(frame[read_header(frame).doff * 4:])
+    data.rewind()
+    data.next()
+    value = data.get_object()
+    assert isinstance(value, Described)
+    return list(value.value)
+
+
+def test_announced_not_final_drops_only_an_unsettled_dispositions_state() -> None:
+    rewriter = FrameRewriter(lambda name: name == "announced-not-final")
+    announced = Performative(DISPOSITION, [RECEIVER, 3, None, False, outcome("accepted")]).encode()
+    settling = Performative(DISPOSITION, [RECEIVER, 3, None, True, outcome("released")]).encode()
+    assert _frame_fields(rewriter.feed(announced))[4] is None
+    assert rewriter.feed(settling) == settling
+
+
+def test_credit_from_own_count_restates_a_flow_with_the_brokers_count() -> None:
+    counts = SentCounts()
+    rewriter = FrameRewriter(lambda name: name == "credit-from-own-count", counts)
+    rewriter.feed(b"AMQP\x00\x01\x00\x00" + Performative(ATTACH, ["l", uint(7), RECEIVER]).encode())
+    out = b"AMQP\x00\x01\x00\x00" + Performative(ATTACH, ["l", uint(0), SENDER, None, None, None, None, None, None,
+                                                        uint(10)]).encode()
+    out += b"".join(Performative(TRANSFER, [uint(0), uint(i), b"t"]).encode() for i in range(3))
+    out += Performative(TRANSFER, [uint(0), None, None]).encode()  # a continuation frame: no new delivery
+    counts.watch_output(out)
+    assert counts.sender_count(7) == 13
+    flow = Performative(FLOW, [uint(0), uint(100), uint(0), uint(100), uint(7), uint(11), uint(2)]).encode()
+    assert _frame_fields(rewriter.feed(flow))[5] == 13
