@@ -8,6 +8,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from proton import Message, uint
 from tests.amqp.conftest import RunningBroker
 
@@ -47,6 +49,35 @@ def test_an_announcement_split_across_reads_is_cut_in_the_second(split: int) -> 
     cutter = AnnouncedOutcomes()
     assert cutter.cuts(b"\x00" * 200 + announce[:split]) == []
     assert cutter.cuts(announce[split:] + settle) == [len(announce) - split]
+
+
+FRAMES = st.sampled_from([("announce", True), ("settle", False), ("stateless", False), ("transfer", False)])
+
+
+def _frame(kind: str, n: int) -> bytes:
+    if kind == "transfer":  # a payload that holds the disposition descriptor's bytes
+        return Performative(TRANSFER, [uint(0), uint(n), b"t"], payload=b"\x00\x53\x15" * 3).encode()
+    return _disposition(n, settled=kind != "announce", state=None if kind == "stateless" else "accepted")
+
+
+@settings(max_examples=200, deadline=None)
+@given(kinds=st.lists(FRAMES, min_size=1, max_size=12), reads=st.lists(st.integers(1, 120), min_size=1))
+def test_cuts_fall_exactly_after_each_announcement_whatever_the_reads(kinds: list[tuple[str, bool]],
+                                                                       reads: list[int]) -> None:
+    stream, wanted, at = b"", set(), 0
+    for n, (kind, announces) in enumerate(kinds):
+        stream += _frame(kind, n)
+        if announces:
+            wanted.add(len(stream))
+    cutter, ends, cuts = AnnouncedOutcomes(), set(), set()
+    for size in [*reads, len(stream)]:
+        piece = stream[at:at + size]
+        if not piece:
+            break
+        cuts |= {at + c for c in cutter.cuts(piece)}
+        at += len(piece)
+        ends.add(at)
+    assert cuts == wanted - ends  # a cut at the end of a read is no cut: the read ends there anyway
 
 
 def test_message_bytes_that_look_like_a_disposition_are_no_frame() -> None:

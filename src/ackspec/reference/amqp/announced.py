@@ -34,20 +34,29 @@ class AnnouncedOutcomes:
 
     def cuts(self, data: bytes) -> list[int]:
         """Offsets in ``data`` just past each unsettled disposition with a state that ends in it (and
-        before its last byte: a cut at the end is no cut)."""
-        window = self._tail + data
-        shift = len(self._tail)
-        self._tail = window[-KEEP:]
-        if DISPOSITION_BODY not in window:
-            return []
-        found: list[int] = []
-        at = window.find(DISPOSITION_BODY)
-        while at >= 0:
-            end = _announcing_frame_end(window, at - HEADER.size)
-            if end is not None and shift < end < len(window):
-                found.append(end - shift)
-            at = window.find(DISPOSITION_BODY, at + 1)
-        return found
+        before its last byte: a cut at the end is no cut). A read is searched where it lies; only a frame
+        begun in the previous read is looked for in a copy (that read's tail and this read's head)."""
+        tail = self._tail
+        self._tail = data[-KEEP:] if len(data) >= KEEP else (tail + data)[-KEEP:]
+        found = _ends(tail + data[:KEEP], len(tail), len(data), begun_before=True) if tail else []
+        return found + _ends(data, 0, len(data), begun_before=False)
+
+
+def _ends(window: bytes, shift: int, size: int, *, begun_before: bool) -> list[int]:
+    """Cuts after the announcing dispositions in ``window``, as offsets into the read (which starts at
+    ``shift`` in the window and is ``size`` bytes long); ``begun_before``: only frames whose header
+    starts before the read."""
+    found: list[int] = []
+    at = window.find(DISPOSITION_BODY)
+    while at >= 0:
+        start = at - HEADER.size
+        if begun_before and start >= shift:
+            break
+        end = _announcing_frame_end(window, start)
+        if end is not None and 0 < end - shift < size:
+            found.append(end - shift)
+        at = window.find(DISPOSITION_BODY, at + 1)
+    return found
 
 
 def _announcing_frame_end(window: bytes, start: int) -> int | None:
