@@ -219,8 +219,13 @@ def test_sender_computes_credit_from_the_receivers_flow(harness: Harness) -> Non
                 harness.check(problem is None, f"{problem} (flows {grants[:step + 1]})")
             if got:
                 settle(harness, raw, link, got, "accepted")
-                round_trip(harness, raw, q, BARRIER_HANDLES + len(grants), flows, link)
-        came_back(harness, q, backlog - len(got))
+            # settling grants no credit: whatever comes now came late, beyond the last flow's limit
+            late = round_trip(harness, raw, q, BARRIER_HANDLES + len(grants), flows, link)
+            if late:
+                settle(harness, raw, link, late, "accepted")
+        came_back(harness, q, backlog - len(got) - len(late))
+        harness.check(not late, f"flows (credit, lag) {grants} with {backlog} queued: {len(late)} more transfers "
+                      f"came after the {len(got)} the last flow allowed")
 
     flows_in_steps()
 
