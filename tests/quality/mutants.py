@@ -13,8 +13,10 @@ repository root (``NAME`` a key of :data:`MUTANTS`, e.g. ``lose-message``).
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
+from ackspec.conformance.window import WINDOW_HEADER
 from ackspec.reference.amqp.connection import AmqpConnection
 from ackspec.reference.amqp.pump import EnginePump
 from ackspec.reference.broker.core import BrokerCore
@@ -24,6 +26,7 @@ from ackspec.reference.broker.model import ACCEPT, AckMode, Outcome, Settlement
 from ackspec.reference.parts import BrokerParts
 from ackspec.reference.stomp import frames as F
 from ackspec.reference.stomp.codec import FrameParser, escape
+from ackspec.reference.stomp.frames import Frame
 from ackspec.reference.stomp.session import State, StompSession, _Receipt
 
 from .amqp_frames import FrameRewriter, SentCounts
@@ -488,6 +491,87 @@ class ErrorNoClose(StompSession):
         return result
 
 
+class SolaceStyleWindow(StompSession):
+    """A session that holds the RECEIPTs of a publish window's SENDs (those naming their window in
+    ``ackspec-publish-window``) and sends the latest one when :meth:`batch` of them are held or :attr:`timer`
+    seconds after the first: a Solace-style broker. Its batch and timer are right here; a mutant changes one.
+    Other frames' receipts are answered as usual. Not a mutant: a conformant broker that batches, which the
+    publish-window tests must pass (:data:`CONFORMANT`)."""
+
+    timer = 1.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._windows: dict[str, int] = {}  # receipt id -> the window its SEND named
+        self._held: list[str] = []
+        self._held_since = 0.0
+
+    @staticmethod
+    def batch(window: int) -> int:
+        return max(1, math.ceil(window / 3))
+
+    def handle_frame(self, frame: Frame) -> None:
+        window, receipt = frame.get(WINDOW_HEADER), frame.get("receipt")
+        if frame.command == F.SEND and receipt is not None and window is not None and window.isdigit():
+            self._windows[receipt] = int(window)
+        super().handle_frame(frame)
+
+    def _queue_receipt(self, receipt_id: str, extra: tuple[tuple[str, str], ...] = ()) -> None:
+        window = self._windows.pop(receipt_id, None)
+        if window is None or extra:
+            super()._queue_receipt(receipt_id, extra)
+            return
+        if not self._held:
+            self._held_since = self.clock()
+        self._held.append(receipt_id)
+        if len(self._held) >= self.batch(window):
+            self._release_held()
+
+    def _release_held(self) -> None:
+        if self._held:
+            last = self._held[-1]
+            self._held.clear()
+            super()._queue_receipt(last)
+
+    def tick(self, now: float | None = None) -> None:
+        now = self.clock() if now is None else now
+        if self._held and now - self._held_since >= self.timer:
+            self._release_held()
+        super().tick(now)
+
+    def next_deadline(self) -> float | None:
+        base = super().next_deadline()
+        if not self._held:
+            return base
+        due = self._held_since + self.timer
+        return due if base is None else min(base, due)
+
+
+class WindowAckLateThird(SolaceStyleWindow):
+    """A publish window's SENDs are confirmed once two thirds of the window are outstanding (or on the timer)."""
+
+    @staticmethod
+    def batch(window: int) -> int:
+        return max(1, math.ceil(2 * window / 3))
+
+
+class WindowAckLateTimer(SolaceStyleWindow):
+    """A publish window's SENDs below a third of it are confirmed only after three times the one-second timer."""
+
+    timer = 3.0
+
+
+class WindowAckBeforeSync(StompSession):
+    """A publish window's SENDs are confirmed on arrival, before they are even journalled, let alone synced."""
+
+    def handle_frame(self, frame: Frame) -> None:
+        receipt = frame.get("receipt")
+        if frame.command == F.SEND and receipt is not None and frame.get(WINDOW_HEADER) is not None:
+            self._queue_receipt(receipt)
+            frame = Frame(frame.command, tuple(h for h in frame.headers if h[0] != "receipt"), frame.body)
+        super().handle_frame(frame)
+
+
 # ---------------------------------------------------------------- the AMQP connection
 
 
@@ -609,6 +693,9 @@ MUTANTS: dict[str, BrokerParts] = {
     "message-no-destination": BrokerParts(stomp_session=MessageNoDestination),
     "truncate-body-at-nul": BrokerParts(core=TruncateBodyAtNul),
     "double-escape-headers": BrokerParts(stomp_session=DoubleEscapeHeaders),
+    "window-ack-late-third": BrokerParts(stomp_session=WindowAckLateThird),
+    "window-ack-late-timer": BrokerParts(stomp_session=WindowAckLateTimer),
+    "window-ack-before-sync": BrokerParts(stomp_session=WindowAckBeforeSync),
 }
 """mutant name -> the broker it is built as."""
 
@@ -618,10 +705,15 @@ AMQP_MUTANTS: dict[str, BrokerParts] = {
 }
 """Mutants with no STOMP form (AMQP frames only): test_amqp_mutants.py runs them, test_mutants.py does not."""
 
+CONFORMANT: dict[str, BrokerParts] = {
+    "solace-style-window": BrokerParts(stomp_session=SolaceStyleWindow),
+}
+"""Variants that behave differently from the reference broker and still conform: the suite must pass them."""
+
 
 def __getattr__(name: str) -> BrokerParts:
     """``tests.quality.mutants:NAME`` (what ``--broker-parts`` takes) names the mutant ``NAME``."""
     try:
-        return MUTANTS.get(name) or AMQP_MUTANTS[name]
+        return MUTANTS.get(name) or AMQP_MUTANTS.get(name) or CONFORMANT[name]
     except KeyError:
         raise AttributeError(name) from None

@@ -67,7 +67,7 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -130,9 +130,10 @@ ALL_CAPABILITIES = frozenset({
     Capability.TRANSACTIONS, Capability.TRANSACTIONAL_ACK, Capability.PREFETCH, Capability.PERSISTENCE,
     Capability.REDELIVERED_FLAG, Capability.DELIVERY_COUNT, Capability.DEAD_LETTER, Capability.ABRUPT_DISCONNECT,
     Capability.CUSTOM_HEADERS, Capability.BINARY_BODY, Capability.DURABLE_SUBSCRIPTIONS, Capability.SELECTORS,
-    Capability.NO_LOCAL, Capability.CLIENT_ID,
+    Capability.NO_LOCAL, Capability.CLIENT_ID, Capability.PUBLISH_WINDOW,
 })
-"""Everything the driver can exercise; a target profile narrows it with ``without``."""
+"""Everything the driver can exercise (a publish window through :meth:`ProtonClient.send_burst`); a target
+profile narrows it with ``without``."""
 
 
 SOLE_CONNECTION = symbol("sole-connection-for-container")
@@ -375,6 +376,16 @@ class _Subscription:
     flows: int = 0  # flow frames received from the sender (LINK_FLOW events)
     settled_on_arrival: dict[str, bool] = field(default_factory=dict)  # ack_id -> settled when it arrived
     durable: bool = False  # consumes a durable subscription: ended by a detach (closed=false), not a close
+
+
+@dataclass(frozen=True, slots=True)
+class BurstAnswers:
+    """What :meth:`ProtonClient.send_burst` saw, per message in send order: when it was written, when its
+    outcome arrived (None: none came in time) and the outcome's name."""
+
+    written: list[float]
+    answered: list[float | None]
+    outcomes: list[str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -711,19 +722,8 @@ class ProtonClient(Client):
         self.wire.wait(lambda: link.credit > 0 or link.name in self._link_errors, self.timeout,
                        f"credit on {destination}")
         self._check_link(link, f"send to {destination}")
-        msg = Message()
-        msg.inferred = True
-        msg.body = bytes(body)
-        msg.durable = persistent
-        msg.id = f"ackspec:{self._uid}:{next(self._msg_ids)}"
-        props: dict[str, Any] = dict(headers)
-        if SEQ_HEADER in props:
-            with contextlib.suppress(ValueError):
-                props[SEQ_HEADER] = int(props[SEQ_HEADER])
-        msg.properties = props  # type: ignore[assignment]  # proton's stub says None
-        dlv = link.delivery(str(next(self._tags)))
-        link.send(msg.encode())
-        link.advance()
+        msg = self._message(body, headers, persistent)
+        dlv = self._transfer(link, msg)
         if txn is not None:
             dlv.local.data = [txn.txn_id]  # type: ignore[list-item]  # proton's stub says list[int]
             dlv.update(TRANSACTIONAL_STATE)
@@ -754,6 +754,59 @@ class ProtonClient(Client):
             raise Indeterminate(f"transfer to {destination} settled with no outcome")
         raise AdapterError(f"send to {destination}: outcome {outcome_name(state)}"
                            + (f" ({condition_text(cond)})" if cond else ""))
+
+    def _message(self, body: bytes, headers: Mapping[str, str], persistent: bool) -> Message:
+        msg = Message()
+        msg.inferred = True
+        msg.body = bytes(body)
+        msg.durable = persistent
+        msg.id = f"ackspec:{self._uid}:{next(self._msg_ids)}"
+        props: dict[str, Any] = dict(headers)
+        if SEQ_HEADER in props:
+            with contextlib.suppress(ValueError):
+                props[SEQ_HEADER] = int(props[SEQ_HEADER])
+        msg.properties = props  # type: ignore[assignment]  # proton's stub says None
+        return msg
+
+    def _transfer(self, link: Link, msg: Message) -> PnDelivery:
+        dlv = link.delivery(str(next(self._tags)))
+        link.send(msg.encode())
+        link.advance()
+        return dlv
+
+    def send_burst(self, destination: str, messages: Sequence[tuple[bytes, Mapping[str, str]]], *,
+                   persistent: bool, until: float) -> BurstAnswers:
+        """Write ``messages`` as unsettled transfers one after the other, without waiting for outcomes (as far as
+        the link's credit allows), then read until each has an outcome or the monotonic time ``until`` passed.
+
+        Why: a publish window keeps many sends outstanding, and when the broker answers them is what its rules
+        are about; :meth:`send` waits for each outcome in turn. Not recorded: the caller records the sends.
+        """
+        link = self._sender(destination)
+        answers = BurstAnswers([], [], [])
+        dlvs: list[PnDelivery] = []
+        while True:
+            while len(dlvs) < len(messages) and link.credit > 0 and not self.wire.closed:
+                body, headers = messages[len(dlvs)]
+                answers.written.append(time.monotonic())
+                answers.answered.append(None)
+                answers.outcomes.append(None)
+                dlvs.append(self._transfer(link, self._message(body, headers, persistent)))
+            self.wire.flush()
+            self._note_outcomes(dlvs, answers)
+            remaining = until - time.monotonic()
+            if (len(dlvs) == len(messages) and None not in answers.answered) or remaining <= 0:
+                return answers
+            self.wire.check()
+            self.wire.pump(min(remaining, 0.05))
+
+    def _note_outcomes(self, dlvs: list[PnDelivery], answers: BurstAnswers) -> None:
+        now = time.monotonic()
+        for index, dlv in enumerate(dlvs):
+            if answers.answered[index] is None and (dlv.remote_state or dlv.settled):
+                answers.answered[index] = now
+                answers.outcomes[index] = outcome_name(dlv.remote_state)
+                dlv.settle()
 
     # -- receiving ------------------------------------------------------------------------------
 

@@ -28,7 +28,8 @@ import inspect
 import itertools
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, ParamSpec, TypeVar
 
 from hypothesis.errors import StopTest, UnsatisfiedAssumption
@@ -64,12 +65,16 @@ class Harness:
 
     def __init__(self, adapter: Adapter, recorder: Recorder, *, run_tag: str, test_index: int,
                  timeout: float, settings: TargetSettings, broker: Any = None,
-                 restart: Callable[[], None] | None = None, requirements: Iterable[str] = ()) -> None:
+                 restart: Callable[[], None] | None = None, requirements: Iterable[str] = (),
+                 knobs: Mapping[str, Any] | None = None) -> None:
         """``restart``: how to restart a real target (``--restart-command``); the embedded broker's
         adapter restarts it itself. ``requirements``: what the test cites, in citing order (the plugin
         passes its decorator's IDs): what the checks of :meth:`check`, :meth:`expect_n` and
-        :meth:`expect_n_after_loss` may judge (see :mod:`ackspec.conformance.cited`)."""
+        :meth:`expect_n_after_loss` may judge (see :mod:`ackspec.conformance.cited`). ``knobs``: the
+        target profile's ``knobs`` (the values it declares for a rule's parameters, e.g. its publish-window
+        timer), empty without a profile."""
         self.adapter = adapter
+        self.knobs: Mapping[str, Any] = MappingProxyType(dict(knobs or {}))
         self.citations = Citations(recorder.test or "(harness)", tuple(requirements))
         self._restart = restart
         self.recorder = recorder

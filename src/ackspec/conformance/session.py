@@ -338,7 +338,7 @@ def harness(request: pytest.FixtureRequest, ackspec_target: Target) -> Iterator[
     h = Harness(adapter, recorder, run_tag=suite.run_id.split("-")[-1], test_index=next(suite.counter),
                 timeout=suite_config.CURRENT.timeout, settings=ackspec_target.settings,
                 broker=ackspec_target.broker, restart=ackspec_target.restart,
-                requirements=cited)
+                requirements=cited, knobs=(ackspec_target.profile or {}).get("knobs"))
     try:
         yield h
     finally:
