@@ -644,6 +644,21 @@ class NoAccepted(_TransferAnswers):
             super().on_confirm(effect)
 
 
+class AcceptOnNextTransfer(_TransferAnswers):
+    """An unsettled transfer's outcome is held until the next transfer's is due: the last of a burst never
+    gets one (over AMQP, a confirmation held past any timer)."""
+
+    _held: Confirm | None = None
+
+    def on_confirm(self, effect: Confirm) -> None:
+        if not self.is_transfer(effect):
+            super().on_confirm(effect)
+            return
+        held, self._held = self._held, effect
+        if held is not None:
+            super().on_confirm(held)
+
+
 # ---------------------------------------------------------------- the hub
 
 
@@ -694,8 +709,8 @@ MUTANTS: dict[str, BrokerParts] = {
     "truncate-body-at-nul": BrokerParts(core=TruncateBodyAtNul),
     "double-escape-headers": BrokerParts(stomp_session=DoubleEscapeHeaders),
     "window-ack-late-third": BrokerParts(stomp_session=WindowAckLateThird),
-    "window-ack-late-timer": BrokerParts(stomp_session=WindowAckLateTimer),
-    "window-ack-before-sync": BrokerParts(stomp_session=WindowAckBeforeSync),
+    "window-ack-late-timer": BrokerParts(stomp_session=WindowAckLateTimer, amqp_connection=AcceptOnNextTransfer),
+    "window-ack-before-sync": BrokerParts(stomp_session=WindowAckBeforeSync, hub=EarlyConfirmHub),
 }
 """mutant name -> the broker it is built as."""
 

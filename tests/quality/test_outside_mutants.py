@@ -2,8 +2,8 @@
 
 The mutants of ``tests/quality/outside_mutants.py`` subclass the broker core with a bug that needs a
 drawn value or an interleaving to show: the whole STOMP suite runs against each (as ``ackspec run``
-does by default over STOMP: same seed and depth, no shrinking), and the only test that fails must be the
-property or state machine named here, charging one of the requirements the bug breaks.
+does by default over STOMP: same seed and depth, no shrinking), and the tests that fail must be among the
+properties or state machines named here, charging one of the requirements the bug breaks.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ from .outside_mutants import OUTSIDE_MUTANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# mutant -> (the one test that must catch it, requirements of which it must fail at least one)
-CAUGHT_BY: dict[str, tuple[str, frozenset[str]]] = {
-    "tx-loss-after-rollback": ("test_transaction_model.py::test_transactions_state_machine",
+# mutant -> (the tests that catch it, all property-based; requirements of which they must fail at least one)
+CAUGHT_BY: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "tx-loss-after-rollback": (frozenset({"test_transaction_model.py::test_transactions_state_machine"}),
                                frozenset({"JMS-6.2.7-COMMIT-ATOMIC", "JMS-6.2.10-SESSION-TRANSACTED"})),
-    "prefetch-above-7": ("test_delivery.py::test_prefetch_bounds_unacked_deliveries",
-                         frozenset({"STOMP-SUBSCRIBE-PREFETCH", "AMQ-PREFETCH-PUSH-BOUND"})),
+    "prefetch-above-7": (frozenset({"test_delivery.py::test_prefetch_bounds_unacked_deliveries",
+                                    "test_ack_backlog.py::test_client_ack_backlog_stays_within_its_limit"}),
+                         frozenset({"STOMP-SUBSCRIBE-PREFETCH", "AMQ-PREFETCH-PUSH-BOUND",
+                                    "JMS-6.2.10-CLIENT-ACK-BACKLOG-BOUND"})),
 }
 
 
@@ -58,8 +60,8 @@ def test_every_outside_mutant_has_its_catcher() -> None:
 @pytest.mark.parametrize("mutant", sorted(CAUGHT_BY))
 def test_only_the_property_test_catches_it(mutant: str, runs: dict[str, Future[list[dict[str, object]]]]) -> None:
     tests = runs[mutant].result()
-    catcher, broken = CAUGHT_BY[mutant]
+    catchers, broken = CAUGHT_BY[mutant]
     failing = {str(t["test"]) for t in tests if t["verdict"] in ("fail", "error", "stale")}
     failed = {str(t["requirement"]) for t in tests if t["verdict"] == "fail"}
     assert failed & broken, f"{mutant} not caught as {sorted(broken)}; failures: {sorted(failed)}"
-    assert {f.rsplit("/", 1)[-1] for f in failing} == {catcher}, f"{mutant}: failing tests {sorted(failing)}"
+    assert {f.rsplit("/", 1)[-1] for f in failing} <= catchers, f"{mutant}: failing tests {sorted(failing)}"
