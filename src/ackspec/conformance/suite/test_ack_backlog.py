@@ -27,6 +27,7 @@ def test_client_ack_backlog_stays_within_its_limit(harness: Harness) -> None:
     @hypothesis_settings(examples=4)  # the prefetch property of test_delivery.py covers the same bound in depth
     @hypothesis_seed()
     @given(limit=drawn("JMS-6.2.10-CLIENT-ACK-BACKLOG-BOUND", "limit"), data=st.data())
+    @harness.example
     def bounded(limit: int, data: st.DataObject) -> None:
         beyond = data.draw(st.integers(1, limit), label="backlog beyond the limit")
         acked = data.draw(st.integers(0, limit), label="messages the cumulative acknowledgement covers")

@@ -58,6 +58,7 @@ def test_confirmation_once_a_third_of_the_window_is_outstanding(harness: Harness
     @hypothesis_settings()
     @hypothesis_seed()
     @given(window=_window_sizes(), data=st.data())
+    @harness.example
     def third(window: int, data: st.DataObject) -> None:
         step = rules.step(window)
         sizes = data.draw(st.lists(st.integers(step, window), min_size=1, max_size=MAX_BURSTS), label="bursts")
@@ -85,6 +86,7 @@ def test_confirmation_within_the_timer(harness: Harness) -> None:
     @hypothesis_settings()
     @hypothesis_seed()
     @given(window=_window_sizes(), data=st.data())
+    @harness.example
     def timer(window: int, data: st.DataObject) -> None:
         size = data.draw(st.integers(1, window), label="burst")
         q = harness.queue()
@@ -107,6 +109,7 @@ def test_confirmed_windowed_sends_survive_a_restart(harness: Harness) -> None:
     @hypothesis_settings(examples=2)  # a restart per example: the rule needs one
     @hypothesis_seed()
     @given(window=_window_sizes(), data=st.data())
+    @harness.example
     def survive(window: int, data: st.DataObject) -> None:
         size = data.draw(st.integers(1, window), label="burst")
         q = harness.queue()
