@@ -27,7 +27,7 @@ from ackspec.conformance.client import test_jms_send as jms
 from ackspec.conformance.client import test_stomp_client as stomp_client
 from ackspec.conformance.client.conftest import Env, opened_clients
 from ackspec.reference.client import Connection, IllegalStateError
-from ackspec.reference.client.consumer_core import AckRecord
+from ackspec.reference.client.consumer_core import AckRecord, AckType
 from ackspec.reference.client.dispatch import in_message_listener, outside_callbacks
 from ackspec.reference.client.errors import ControlRefusedError
 from ackspec.reference.client.send_core import Complete, SendState, SendTracker
@@ -268,6 +268,37 @@ class RollbackGivesBackByNack(_Mutant):
         session.rollback = rollback  # type: ignore[method-assign]
 
 
+class DeliveredAcksConsume(_Mutant):
+    """Also writes each DELIVERED ack as an ACK of its range, as if the broker treated a DELIVERED ack as a
+    STANDARD one (AMQ-ACKTYPE-DELIVERED's broker side, seen through the reference broker, which gets no
+    DELIVERED frame from the unmodified client): messages nobody acknowledged are consumed."""
+
+    def mutate_connection(self, conn: Connection) -> None:
+        original = conn.write_acks
+
+        def write_acks(records: list[AckRecord], **kwargs: Any) -> None:
+            for record in records:
+                if record.type is AckType.DELIVERED and conn.lost is None:
+                    conn._put_ack(record, [m.ack_id for m in record.messages], "ACK", None, False)
+            original(records, **kwargs)
+
+        conn.write_acks = write_acks  # type: ignore[method-assign]
+
+
+class RangeAckSettlesOnlyItsLast(_Mutant):
+    """A STANDARD ack over a range puts only its last message on the wire (the event log still shows the
+    whole range): the earlier messages of the range stay unacknowledged (AMQ-ACKTYPE-RANGE's broker side)."""
+
+    def mutate_connection(self, conn: Connection) -> None:
+        original = conn._put_ack
+
+        def put_ack(record: AckRecord, ids: list[str], wire: str, transaction: str | None, block: bool) -> None:
+            last = ids[-1:] if record.type is AckType.STANDARD and wire == "ACK" else ids
+            original(record, last, wire, transaction, block)
+
+        conn._put_ack = put_ack  # type: ignore[method-assign]
+
+
 class FailedCommitReportedAsSuccess(_Mutant):
     """Takes the broker's refusal of a COMMIT / discharge as success: the application never learns its
     transaction was rolled back (breaks AMQ-TX-FAILED-COMMIT-ROLLS-BACK)."""
@@ -396,6 +427,9 @@ CASES: list[Case] = [
     Case(ListenerMayNotCloseItsConsumer, close_rules.test_listener_closing_its_own_consumer_completes,
          protocols=BOTH),
     Case(RecoverWithoutNack, close_rules.test_unprocessed_messages_are_nacked_not_left_to_a_cumulative_ack),
+    Case(DeliveredAcksConsume, consumer_acks.test_delivered_acks_never_remove_messages, protocols=BOTH),
+    Case(RangeAckSettlesOnlyItsLast, consumer_acks.test_one_ack_over_a_range_settles_exactly_the_messages_in_it,
+         protocols=BOTH),
     Case(RollbackGivesBackByNack, consumer_acks.test_rollback_redelivers_oldest_first_over_any_prefetch,
          protocols=BOTH),
     Case(FailedCommitReportedAsSuccess, close_rules.test_failed_commit_rolls_back_and_redelivers, protocols=BOTH),
