@@ -20,9 +20,13 @@ from ackspec.conformance.window import WINDOW_HEADER
 from ackspec.reference.amqp.connection import AmqpConnection
 from ackspec.reference.amqp.pump import EnginePump
 from ackspec.reference.broker.core import BrokerCore
+from ackspec.reference.broker.dispatch import Dispatcher
 from ackspec.reference.broker.effects import Confirm, Deliver, Effect
 from ackspec.reference.broker.hub import Hub
 from ackspec.reference.broker.model import ACCEPT, AckMode, Outcome, Settlement
+from ackspec.reference.broker.publishing import Publisher
+from ackspec.reference.broker.settlement import Settler
+from ackspec.reference.broker.topics import Topics
 from ackspec.reference.parts import BrokerParts
 from ackspec.reference.stomp import frames as F
 from ackspec.reference.stomp.codec import FrameParser, escape
@@ -32,48 +36,32 @@ from ackspec.reference.stomp.session import State, StompSession, _Receipt
 from .amqp_frames import FrameRewriter, SentCounts
 
 # ---------------------------------------------------------------- the core
+#
+# A core mutant is a BrokerCore subclass that overrides one of its public methods, or names a subclass of one
+# of its parts (``dispatcher_part``, ``settler_part``, ``topics_part``, ``publisher_part``) overriding one hook.
 
 
-class PerMessageCore(BrokerCore):
-    """The core with its batch shortcuts taken message by message, through the methods mutants override.
-
-    Why: ``publish_many``, ``accept_many`` and the one-consumer dispatch restate ``publish``,
-    ``settle`` and ``_deliver`` for speed; a mutant of one of those must see every message."""
-
-    def publish_many(self, conn: Any, destination: str, messages: Any) -> list[Effect]:
-        out: list[Effect] = []
-        for body, headers, persistent, confirm in messages:
-            out += self.publish(conn, destination, body, headers, persistent=persistent, confirm=confirm)
-        return out
-
-    def accept_many(self, conn: Any, delivery_ids: list[int]) -> list[Effect]:
-        out: list[Effect] = []
-        for d in delivery_ids:
-            out += self.settle(conn, d, ACCEPT, cumulative=False)
-        return out
-
-    def _dispatch_to(self, q: Any, s: Any, out: list[Effect]) -> None:
-        self._dispatch_round_robin(q, out)
-
-
-class LoseMessage(PerMessageCore):
-    """Every second SEND outside a transaction, per destination, is confirmed and then dropped."""
+class _LosingPublisher(Publisher):
+    """Every second message routed outside a transaction, per destination, is dropped."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._published: dict[str, int] = {}
 
-    def publish(self, conn: Any, destination: str, *args: Any, **kwargs: Any) -> list[Effect]:
-        if kwargs.get("tx") is None:
-            n = self._published[destination] = self._published.get(destination, 0) + 1
-            if n % 2 == 0:
-                self._conn(conn)
-                confirm = kwargs.get("confirm")
-                return [Confirm(conn, confirm)] if confirm is not None else []
-        return super().publish(conn, destination, *args, **kwargs)
+    def route(self, q: Any, msg: Any, out: list[Effect]) -> bool:
+        n = self._published[msg.destination] = self._published.get(msg.destination, 0) + 1
+        if n % 2 == 0:
+            return False
+        return super().route(q, msg, out)
 
 
-class LeakTxSends(PerMessageCore):
+class LoseMessage(BrokerCore):
+    """Every second SEND outside a transaction, per destination, is confirmed and then dropped."""
+
+    publisher_part = _LosingPublisher
+
+
+class LeakTxSends(BrokerCore):
     """Transactional SENDs are visible at once (and so survive ABORT)."""
 
     def publish(self, conn: Any, destination: str, *args: Any, **kwargs: Any) -> list[Effect]:
@@ -83,43 +71,45 @@ class LeakTxSends(PerMessageCore):
         return super().publish(conn, destination, *args, **kwargs)
 
 
-def _rewrite_deliveries(out: list[Effect], start: int, rewrite: Any) -> None:
-    """Replace each Deliver effect of ``out[start:]`` by ``rewrite(effect)`` (a filter on the core's effects)."""
-    for i in range(start, len(out)):
-        effect = out[i]
-        if type(effect) is Deliver:
-            out[i] = rewrite(effect)
-
-
-class _DeliverFilter(PerMessageCore):
-    """A core whose deliveries are rewritten by :meth:`rewrite` (the stored message is untouched)."""
+class _RewritingDispatcher(Dispatcher):
+    """A dispatcher whose deliveries are rewritten by :meth:`rewrite` (the stored message is untouched):
+    a filter on the core's effects."""
 
     def rewrite(self, effect: Deliver) -> Deliver:
         raise NotImplementedError
 
-    def _deliver(self, s: Any, entry: Any, out: list[Effect]) -> None:
+    def deliver(self, s: Any, entry: Any, out: list[Effect]) -> None:
         start = len(out)
-        super()._deliver(s, entry, out)
-        _rewrite_deliveries(out, start, self.rewrite)
+        super().deliver(s, entry, out)
+        for i in range(start, len(out)):
+            effect = out[i]
+            if type(effect) is Deliver:
+                out[i] = self.rewrite(effect)
 
 
-class NoRedeliveredFlag(_DeliverFilter):
-    """Redeliveries carry redelivered:false."""
-
+class _NoRedeliveredFlag(_RewritingDispatcher):
     def rewrite(self, effect: Deliver) -> Deliver:
         return effect._replace(redelivered=False)
 
 
-class StuckDeliveryCount(_DeliverFilter):
-    """The delivery count never grows."""
+class NoRedeliveredFlag(BrokerCore):
+    """Redeliveries carry redelivered:false."""
 
+    dispatcher_part = _NoRedeliveredFlag
+
+
+class _StuckDeliveryCount(_RewritingDispatcher):
     def rewrite(self, effect: Deliver) -> Deliver:
         return effect._replace(delivery_count=0)
 
 
-class MangleBody(_DeliverFilter):
-    """One byte of each delivered body is changed."""
+class StuckDeliveryCount(BrokerCore):
+    """The delivery count never grows."""
 
+    dispatcher_part = _StuckDeliveryCount
+
+
+class _MangleBody(_RewritingDispatcher):
     def rewrite(self, effect: Deliver) -> Deliver:
         body = effect.message.body
         if not body:
@@ -127,17 +117,25 @@ class MangleBody(_DeliverFilter):
         return effect._replace(message=effect.message._replace(body=bytes([body[0] ^ 0x01]) + body[1:]))
 
 
-class TruncateBodyAtNul(_DeliverFilter):
-    """Delivered bodies end at their first NUL byte."""
+class MangleBody(BrokerCore):
+    """One byte of each delivered body is changed."""
 
+    dispatcher_part = _MangleBody
+
+
+class _TruncateBodyAtNul(_RewritingDispatcher):
     def rewrite(self, effect: Deliver) -> Deliver:
         body = effect.message.body.split(b"\x00", 1)[0]
         return effect._replace(message=effect.message._replace(body=body))
 
 
-class MangleHeader(_DeliverFilter):
-    """One character of the first user header of each delivery is changed."""
+class TruncateBodyAtNul(BrokerCore):
+    """Delivered bodies end at their first NUL byte."""
 
+    dispatcher_part = _TruncateBodyAtNul
+
+
+class _MangleHeader(_RewritingDispatcher):
     def rewrite(self, effect: Deliver) -> Deliver:
         headers = effect.message.headers
         if not headers:
@@ -147,67 +145,94 @@ class MangleHeader(_DeliverFilter):
         return effect._replace(message=effect.message._replace(headers=((name, changed), *headers[1:])))
 
 
-class DuplicateNoFlag(PerMessageCore):
-    """Each delivery is sent twice, the copy without the redelivered flag; settling the copy does nothing."""
+class MangleHeader(BrokerCore):
+    """One character of the first user header of each delivery is changed."""
+
+    dispatcher_part = _MangleHeader
+
+
+class _DuplicatingDispatcher(Dispatcher):
+    """Each delivery is followed by a copy without the redelivered flag, under an id kept in :attr:`aliases`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._aliases: set[int] = set()
+        self.aliases: set[int] = set()
 
-    def _deliver(self, s: Any, entry: Any, out: list[Effect]) -> None:
-        super()._deliver(s, entry, out)
-        dup = next(self._delivery_ids)
+    def deliver(self, s: Any, entry: Any, out: list[Effect]) -> None:
+        super().deliver(s, entry, out)
+        dup = next(self.delivery_ids)
         out.append(Deliver(s.conn.conn_id, s.sub_id, dup, entry.msg, False, entry.delivery_count))
         if s.ack_mode is not AckMode.AUTO:
-            self._aliases.add(dup)
+            self.aliases.add(dup)
             s.conn.deliveries[dup] = s
 
+
+class DuplicateNoFlag(BrokerCore):
+    """Each delivery is sent twice, the copy without the redelivered flag; settling the copy does nothing."""
+
+    dispatcher_part = _DuplicatingDispatcher
+    dispatcher: _DuplicatingDispatcher
+
     def settle(self, conn: Any, delivery_id: int, settlement: Settlement = ACCEPT, **options: Any) -> list[Effect]:
-        if delivery_id in self._aliases:
-            self._aliases.discard(delivery_id)
+        aliases = self.dispatcher.aliases
+        if delivery_id in aliases:
+            aliases.discard(delivery_id)
             self._conn(conn).deliveries.pop(delivery_id, None)
             confirm = options.get("confirm")
             return [Confirm(conn, confirm)] if confirm is not None else []
         return super().settle(conn, delivery_id, settlement, **options)
 
+    def accept_many(self, conn: Any, delivery_ids: list[int]) -> list[Effect]:
+        out: list[Effect] = []
+        for d in delivery_ids:
+            out += self.settle(conn, d, ACCEPT, cumulative=False)
+        return out
+
     def _drop_sub(self, s: Any, out: list[Effect], touched: list[Any]) -> None:
         super()._drop_sub(s, out, touched)
-        for d in [d for d, owner in s.conn.deliveries.items() if owner is s and d in self._aliases]:
+        aliases = self.dispatcher.aliases
+        for d in [d for d, owner in s.conn.deliveries.items() if owner is s and d in aliases]:
             del s.conn.deliveries[d]
-            self._aliases.discard(d)
+            aliases.discard(d)
 
 
-class Reorder(PerMessageCore):
-    """The head message is delivered after the next one."""
-
-    def _deliver(self, s: Any, entry: Any, out: list[Effect]) -> None:
+class _ReorderingDispatcher(Dispatcher):
+    def deliver(self, s: Any, entry: Any, out: list[Effect]) -> None:
         q = s.queue
         if q.peek() is not None:
             later = q.pop()
             q.give_back(entry)
             entry = later
-        super()._deliver(s, entry, out)
+        super().deliver(s, entry, out)
 
 
-class QueueToTwo(PerMessageCore):
-    """A queue message also reaches a second consumer."""
+class Reorder(BrokerCore):
+    """The head message is delivered after the next one."""
 
-    def _deliver(self, s: Any, entry: Any, out: list[Effect]) -> None:
-        super()._deliver(s, entry, out)
+    dispatcher_part = _ReorderingDispatcher
+
+
+class _QueueToTwo(Dispatcher):
+    def deliver(self, s: Any, entry: Any, out: list[Effect]) -> None:
+        super().deliver(s, entry, out)
         q = s.queue
         if len(q.consumers) > 1:
             other = q.consumers[q.rr % len(q.consumers)]
             if other is not s:
-                copy = type(entry)(entry.msg, next(self._pos), entry.delivery_count, entry.redelivered)
-                super()._deliver(other, copy, out)
+                copy = self.store.entry(entry.msg, entry.delivery_count, entry.redelivered)
+                super().deliver(other, copy, out)
 
 
-class IgnoreAck(PerMessageCore):
-    """An acknowledged message is put back and redelivered."""
+class QueueToTwo(BrokerCore):
+    """A queue message also reaches a second consumer."""
 
-    def _apply_settlement(self, s: Any, d: int, st: Settlement, out: list[Effect], removed: Any) -> bool:
+    dispatcher_part = _QueueToTwo
+
+
+class _IgnoreAck(Settler):
+    def apply(self, s: Any, d: int, st: Settlement, out: list[Effect], removed: Any) -> bool:
         if st.outcome is not Outcome.ACCEPTED:
-            return super()._apply_settlement(s, d, st, out, removed)
+            return super().apply(s, d, st, out, removed)
         entry = s.unacked.pop(d)
         s.in_tx.discard(d)
         s.conn.deliveries.pop(d, None)
@@ -216,16 +241,26 @@ class IgnoreAck(PerMessageCore):
         return False
 
 
-class NackAcks(PerMessageCore):
-    """NACK consumes the message like an ACK."""
+class IgnoreAck(BrokerCore):
+    """An acknowledged message is put back and redelivered."""
 
-    def _apply_settlement(self, s: Any, d: int, st: Settlement, out: list[Effect], removed: Any) -> bool:
+    settler_part = _IgnoreAck
+
+
+class _NackAcks(Settler):
+    def apply(self, s: Any, d: int, st: Settlement, out: list[Effect], removed: Any) -> bool:
         if st.outcome is Outcome.REQUEUE:
             st = ACCEPT
-        return super()._apply_settlement(s, d, st, out, removed)
+        return super().apply(s, d, st, out, removed)
 
 
-class NackIgnored(PerMessageCore):
+class NackAcks(BrokerCore):
+    """NACK consumes the message like an ACK."""
+
+    settler_part = _NackAcks
+
+
+class NackIgnored(BrokerCore):
     """NACK is confirmed but does nothing (the message stays with the consumer)."""
 
     def settle(self, conn: Any, delivery_id: int, settlement: Settlement = ACCEPT, **options: Any) -> list[Effect]:
@@ -236,7 +271,7 @@ class NackIgnored(PerMessageCore):
         return super().settle(conn, delivery_id, settlement, **options)
 
 
-class ClientAsIndividual(PerMessageCore):
+class ClientAsIndividual(BrokerCore):
     """ack:client acknowledgements are not cumulative."""
 
     def settle(self, conn: Any, delivery_id: int, settlement: Settlement = ACCEPT, **options: Any) -> list[Effect]:
@@ -246,7 +281,7 @@ class ClientAsIndividual(PerMessageCore):
         return super().settle(conn, delivery_id, settlement, **options)
 
 
-class CommitDropsOne(PerMessageCore):
+class CommitDropsOne(BrokerCore):
     """COMMIT loses the last SEND of a transaction of several."""
 
     def commit(self, conn: Any, tx: str, **options: Any) -> list[Effect]:
@@ -256,7 +291,7 @@ class CommitDropsOne(PerMessageCore):
         return super().commit(conn, tx, **options)
 
 
-class AbortKeepsSends(PerMessageCore):
+class AbortKeepsSends(BrokerCore):
     """ABORT delivers the transaction's SENDs."""
 
     def abort(self, conn: Any, tx: str, **options: Any) -> list[Effect]:
@@ -264,12 +299,12 @@ class AbortKeepsSends(PerMessageCore):
         out: list[Effect] = []
         if t is not None:
             for q, m in t.sends:
-                self._route(q, m, out, journal=True)
+                self.publisher.route(q, m, out)
             t.sends.clear()
         return out + super().abort(conn, tx, **options)
 
 
-class AbortKeepsAcks(PerMessageCore):
+class AbortKeepsAcks(BrokerCore):
     """ABORT applies the transaction's acknowledgements."""
 
     def abort(self, conn: Any, tx: str, **options: Any) -> list[Effect]:
@@ -281,18 +316,19 @@ class AbortKeepsAcks(PerMessageCore):
                 s = c.deliveries.get(d)
                 if s is not None and d in s.unacked:
                     s.in_tx.discard(d)
-                    self._apply_settlement(s, d, st, out, None)
-                    self._dispatch(s.queue, out)
+                    self.settler.apply(s, d, st, out, None)
+                    self.dispatcher.dispatch(s.queue, out)
             t.settles.clear()
         return out + super().abort(conn, tx, **options)
 
 
-class _Redeliveries(PerMessageCore):
+class _Redeliveries(BrokerCore):
     """A core whose redelivery limit is ``limit(configured)``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.config = dataclasses.replace(self.config, max_redeliveries=self.limit(self.config.max_redeliveries))
+        self.config = self.settler.config = dataclasses.replace(
+            self.config, max_redeliveries=self.limit(self.config.max_redeliveries))
 
     def limit(self, configured: int) -> int:
         raise NotImplementedError
@@ -312,7 +348,7 @@ class EarlyDeadLetter(_Redeliveries):
         return configured - 1
 
 
-class _SubscribeOptions(PerMessageCore):
+class _SubscribeOptions(BrokerCore):
     """A core that changes a consumer's options (:meth:`options`) before subscribing it."""
 
     def options(self, options: dict[str, Any]) -> None:
@@ -337,7 +373,7 @@ class NoLocalIgnored(_SubscribeOptions):
         options["no_local"] = False
 
 
-class _PrefetchChanged(PerMessageCore):
+class _PrefetchChanged(BrokerCore):
     """A core that enforces ``prefetch(bound)`` instead of a consumer's prefetch bound."""
 
     def prefetch(self, bound: int) -> int | None:
@@ -348,7 +384,7 @@ class _PrefetchChanged(PerMessageCore):
         s = self._sub(conn, sub)
         if s.prefetch is not None:
             s.prefetch = self.prefetch(s.prefetch)
-            self._dispatch(s.queue, out)
+            self.dispatcher.dispatch(s.queue, out)
         return out
 
 
@@ -366,24 +402,29 @@ class PrefetchOffByOne(_PrefetchChanged):
         return bound + 1
 
 
-class TopicOneSubscriber(PerMessageCore):
+class _FirstSubscriberOnly(Topics):
+    def copies(self, msg: Any) -> Any:
+        return super().copies(msg)[:1]
+
+
+class TopicOneSubscriber(BrokerCore):
     """A topic message reaches only its first subscriber."""
 
-    def _copies(self, msg: Any) -> Any:
-        return super()._copies(msg)[:1]
+    topics_part = _FirstSubscriberOnly
 
 
-class DurableForgets(PerMessageCore):
+class DurableForgets(BrokerCore):
     """A durable subscription is deleted when its consumer goes (as a nondurable one)."""
 
     def _drop_sub(self, s: Any, out: list[Effect], touched: list[Any]) -> None:
         super()._drop_sub(s, out, touched)
         q = s.queue
-        if q.durable is not None and not q.consumers and self._durables.get(q.durable) is q:
-            self._remove_durable_queue(q.durable, q, out)
+        durables = self.topics.durables
+        if q.durable is not None and not q.consumers and durables.get(q.durable) is q:
+            self.topics.remove_durable(q.durable, q, out)
 
 
-class ClientIdShared(PerMessageCore):
+class ClientIdShared(BrokerCore):
     """A second connection may take a client id an open connection holds."""
 
     def open(self, conn: Any, *, client_id: str | None = None, **options: Any) -> list[Effect]:

@@ -10,7 +10,7 @@ from ackspec.reference.broker.model import AckMode
 
 
 def _queues(core: BrokerCore) -> int:
-    return len(core._queues)
+    return len(core.store.queues)
 
 
 def test_many_one_off_queues_do_not_accumulate() -> None:
@@ -45,7 +45,7 @@ def test_a_transaction_sending_to_a_queue_freed_meanwhile_still_delivers() -> No
     core.publish("producer", "/queue/tx.freed", b"in tx", tx="t")  # the queue exists, empty
     core.subscribe("consumer", "s", "/queue/tx.freed")
     core.unsubscribe("consumer", "s")  # empty and unconsumed: freed
-    assert "/queue/tx.freed" not in core._queues
+    assert "/queue/tx.freed" not in core.store.queues
     core.commit("producer", "t")
     assert core.queue_depth("/queue/tx.freed") == 1
     core.subscribe("consumer", "s2", "/queue/tx.freed")

@@ -12,7 +12,7 @@ import pytest
 from proton import Message
 from proton.utils import BlockingConnection
 
-from ackspec.reference.broker.core import ENTRY_OVERHEAD, stored_bytes
+from ackspec.reference.broker.state import ENTRY_OVERHEAD, stored_bytes
 from ackspec.reference.flow import ProducerFlow
 from ackspec.reference.server import EmbeddedBroker
 from ackspec.reference.stomp.codec import encode

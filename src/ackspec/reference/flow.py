@@ -8,7 +8,7 @@ stored bytes are back under the low-water mark (80% of the bound), checked every
 
 Only *producer-only* connections are paused: a connection that also consumes must stay readable, since
 its acknowledgements are what drains the backlog. So a client that produces and consumes on one
-connection is not slowed (docs/security.md). The measure is :func:`~.broker.core.stored_bytes`, bodies plus
+connection is not slowed (docs/security.md). The measure is :func:`~.broker.state.stored_bytes`, bodies plus
 an estimated per-message overhead.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ackspec.reference.broker.core import stored_bytes
+from ackspec.reference.broker.state import stored_bytes
 
 DEFAULT_MAX_QUEUED_BYTES = 256 * 1024 * 1024
 WRITE_HIGH_WATER = 1024 * 1024

@@ -77,10 +77,10 @@ from ackspec.reference.broker import (
     Settlement,
 )
 from ackspec.reference.broker.auth import Authenticator
-from ackspec.reference.broker.core import DurableKey
 from ackspec.reference.broker.hub import Hub
 from ackspec.reference.broker.model import TOPIC_PREFIX, Headers
 from ackspec.reference.broker.selector import Selector, SelectorError, parse_selector
+from ackspec.reference.broker.state import DurableKey
 from ackspec.reference.limits import AmqpLimits
 
 DECLARED = 0x33
