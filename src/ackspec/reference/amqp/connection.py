@@ -31,8 +31,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, Final, cast
 
 from proton import (
     Collector,
@@ -42,18 +41,40 @@ from proton import (
     Endpoint,
     Event,
     Link,
-    Message,
     Terminus,
     Transport,
     symbol,
     ulong,
 )
-from proton import Delivery as PnDelivery
 
 from ackspec.reference.amqp import terminus
 from ackspec.reference.amqp.announced import AnnouncedOutcomes
+from ackspec.reference.amqp.conditions import (
+    ERR_DECODE,
+    ERR_FORCED,
+    ERR_INVALID_FIELD,
+    ERR_MESSAGE_SIZE,
+    ERR_NOT_ALLOWED,
+    ERR_NOT_FOUND,
+    ERR_RESOURCE_LIMIT,
+    ERR_TRANSFER_LIMIT,
+    ERR_TXN_ROLLBACK,
+    ERR_UNAUTHORIZED,
+    ERR_UNKNOWN_TXN,
+)
+from ackspec.reference.amqp.coordinator import Coordinator, Txn
+from ackspec.reference.amqp.dispositions import (
+    ACCEPTED,
+    REJECTED,
+    TRANSACTIONAL_STATE,
+    Ptr,
+    inner_settlement,
+    settlement_of,
+    transaction_id,
+    wrap,
+)
+from ackspec.reference.amqp.links import InLink, OutLink, Token
 from ackspec.reference.amqp.mapping import (
-    annotation_headers,
     core_destination,
     encode_delivery,
     read_incoming,
@@ -64,7 +85,6 @@ from ackspec.reference.amqp.sasl import SaslServer, SaslState
 from ackspec.reference.amqp.sections import Incoming, read_plain
 from ackspec.reference.broker import (
     ACCEPT,
-    RELEASE,
     AckMode,
     Close,
     Confirm,
@@ -72,9 +92,7 @@ from ackspec.reference.broker import (
     Deliver,
     Drained,
     Effect,
-    Outcome,
     Reject,
-    Settlement,
 )
 from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.hub import Hub
@@ -82,13 +100,6 @@ from ackspec.reference.broker.model import TOPIC_PREFIX, Headers
 from ackspec.reference.broker.selector import Selector, SelectorError, parse_selector
 from ackspec.reference.broker.state import DurableKey
 from ackspec.reference.limits import AmqpLimits
-
-DECLARED = 0x33
-TRANSACTIONAL_STATE = 0x34
-ACCEPTED = 0x24
-REJECTED = 0x25
-RELEASED = 0x26
-MODIFIED = 0x27
 
 CONTAINER_ID = "ackspec-reference"
 RECEIVE_WINDOW = 1000
@@ -107,20 +118,6 @@ RECV_BUFFER_START = 4096
 AMQP connections took 170 MB, 64 KiB each of it this buffer)."""
 RECV_BUFFER_MAX = 1 << 16
 
-ERR_TRANSFER_LIMIT = "amqp:link:transfer-limit-exceeded"
-ERR_NOT_FOUND = "amqp:not-found"
-ERR_INVALID_FIELD = "amqp:invalid-field"
-ERR_NOT_ALLOWED = "amqp:not-allowed"
-ERR_UNKNOWN_TXN = "amqp:transaction:unknown-id"
-ERR_TXN_ROLLBACK = "amqp:transaction:rollback"
-ERR_FORCED = "amqp:connection:forced"
-ERR_DECODE = "amqp:decode-error"
-ERR_UNAUTHORIZED = "amqp:unauthorized-access"
-ERR_RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
-ERR_MESSAGE_SIZE = "amqp:link:message-size-exceeded"
-
-Ptr = Any
-"""A C pointer from proton's API (a cffi ``cdata``): hashable and compared by address."""
 
 # the C functions of the hot paths, bound once (a module global is found faster than a ``lib`` attribute)
 _collector_peek = lib.pn_collector_peek
@@ -158,52 +155,6 @@ _WANTED_EVENTS: frozenset[int] = frozenset(
 """The event types :meth:`AmqpConnection._on_event` handles (deliveries and flow have their own fast path)."""
 
 
-class _Token(NamedTuple):
-    """What a ``Confirm``/``Reject`` of the core answers: echoed back as ``confirm``.
-
-    A named tuple (immutable, ~0.3 us to build against ~0.7 us for a frozen dataclass): every
-    unsettled transfer makes one."""
-
-    kind: str  # transfer | settle | discharge
-    delivery: Ptr
-    extra: Any = None
-
-
-@dataclass(eq=False, slots=True)
-class _InLink:
-    """A link on which the client sends (our receiver): publishes, or coordinator control messages."""
-
-    link: Link
-    impl: Ptr
-    destination: str | None  # from the target address; None: each message's ``to`` decides
-    caps: frozenset[str]
-    coordinator: bool = False
-    granted: int = 0  # credit granted in total
-    visible: int = 0  # of which the client could have seen when it sent what is being read now
-    received: int = 0  # transfers received in total
-
-
-@dataclass(eq=False, slots=True)
-class _OutLink:
-    """A link on which we send deliveries (the client's receiver): one core subscription."""
-
-    link: Link
-    impl: Ptr
-    sub: str
-    ack: AckMode
-    core_credit: int = 0  # credit as the core counts it (decremented per Deliver)
-    ids: dict[Ptr, int] = field(default_factory=dict)  # unsettled, no outcome yet: delivery -> core delivery id
-    durable: DurableKey | None = None  # (container id, link name) of the durable subscription it consumes
-
-
-@dataclass(eq=False)
-class _Txn:
-    name: str
-    # transactional dispositions: (delivery, settled by the client, its link, core delivery id)
-    deliveries: list[tuple[Ptr, bool, _OutLink, int]] = field(default_factory=list)
-    failed: str | None = None  # a pre-settled transfer of the transaction could not be processed (4.4.4)
-
-
 class AmqpConnection:
     """The broker side of one AMQP connection.
 
@@ -211,7 +162,7 @@ class AmqpConnection:
     (transfer in, delivery out, accepted disposition, flow). A delivery pointer is used only while
     it cannot have been freed: proton keeps a delivery until it is settled locally, so every
     delivery this class still has to settle is in exactly one of ``_open_in`` (transfers
-    awaiting our outcome), ``_OutLink.ids`` (deliveries awaiting the client's outcome) or
+    awaiting our outcome), ``OutLink.ids`` (deliveries awaiting the client's outcome) or
     ``_open_out`` (deliveries whose outcome the core is applying), and is removed from it when
     settled; a pointer in none of them is never touched.
     """
@@ -244,22 +195,22 @@ class AmqpConnection:
         self._refused = False  # closed at open: never registered (see _on_event)
         self.finished = False  # core told about the end
         self.error: str | None = None
-        self._links: dict[Ptr, _InLink | _OutLink] = {}
-        self._walked: _InLink | None = None  # see _links_changed
-        self._single_out: _OutLink | None = None  # see _links_changed
-        self._in_links: dict[Ptr, _InLink] = {}
-        self._out_by_sub: dict[str, _OutLink] = {}
+        self._links: dict[Ptr, InLink | OutLink] = {}
+        self._walked: InLink | None = None  # see _links_changed
+        self._single_out: OutLink | None = None  # see _links_changed
+        self._in_links: dict[Ptr, InLink] = {}
+        self._out_by_sub: dict[str, OutLink] = {}
         self._open_in: set[Ptr] = set()
         self._open_out: set[Ptr] = set()
-        self._txns: dict[str, _Txn] = {}
-        self._txn_ids = itertools.count(1)
+        self._coordinator = Coordinator(conn_id, self.core, self.limits, answer=self._answer, run=self._run,
+                                        end=self._end_txn, user=lambda: self.user)
         self._sub_ids = itertools.count(1)
         self._temporaries: list[str] = []  # addresses of the dynamic nodes this connection made
         # transfers and acceptances read but not yet handed to the core (see _flush_batches)
         self._publishes: list[tuple[bytes, Headers, bool, object]] = []
         self._publish_to: str | None = None
         self._accepts: list[int] = []
-        self._accepts_on: _OutLink | None = None
+        self._accepts_on: OutLink | None = None
         self._unflushed = 0  # pieces of this read handled since output was last handed over (see _piece)
         self._announced = AnnouncedOutcomes()  # where to cut a read (see .announced)
         self._recv_buffer = bytearray(RECV_BUFFER_START)  # grows with the messages, up to RECV_BUFFER_MAX
@@ -348,7 +299,7 @@ class AmqpConnection:
 
     # -- engine events ---------------------------------------------------------------------------
 
-    def _grant(self, state: _InLink, credit: int) -> None:
+    def _grant(self, state: InLink, credit: int) -> None:
         state.granted += credit
         _link_flow(state.impl, credit)
 
@@ -410,7 +361,7 @@ class AmqpConnection:
         links = self._links
         peek = _collector_peek
         on_delivery = self._on_delivery
-        walk: _InLink | None = None  # a link whose transfers are read by walking it (see _links_changed)
+        walk: InLink | None = None  # a link whose transfers are read by walking it (see _links_changed)
         until: Any = None  # ... up to this delivery, the one of the last delivery event popped unread
         while True:
             event = peek(collector)
@@ -437,7 +388,7 @@ class AmqpConnection:
                     on_delivery(_event_delivery(event))
                 elif kind == _PN_LINK_FLOW:
                     state = links.get(_event_link(event))
-                    if state is not None and state.__class__ is _OutLink:
+                    if state is not None and state.__class__ is OutLink:
                         self._walk_first(walk, until)  # the transfers read so far come first
                         walk = None
                         self._flush_batches()
@@ -455,7 +406,7 @@ class AmqpConnection:
                 _collector_pop(collector)
 
 
-    def _walk_first(self, walk: _InLink | None, until: Any) -> None:
+    def _walk_first(self, walk: InLink | None, until: Any) -> None:
         """Read the transfers a pending walk covers (if any) before an event that must come after them."""
         if walk is not None:
             self._walk(walk, until)
@@ -469,10 +420,10 @@ class AmqpConnection:
             owner = self._links.get(_delivery_link(dlv))
             if owner is None:
                 return  # a link we refused or closed
-            if owner.__class__ is _InLink:
+            if owner.__class__ is InLink:
                 self._transfer(dlv, owner)
                 return
-            out = cast(_OutLink, owner)
+            out = cast(OutLink, owner)
             delivery_id = out.ids.get(dlv)
             if delivery_id is None:
                 return  # pre-settled, or its outcome is already being applied
@@ -598,9 +549,9 @@ class AmqpConnection:
         if remote.type == Terminus.COORDINATOR:
             link.target.type = Terminus.COORDINATOR
             link.target.copy(remote)
-            state = _InLink(link, impl, None, frozenset(), coordinator=True)
+            state = InLink(link, impl, None, frozenset(), coordinator=True)
         else:
-            caps = _capabilities(remote)
+            caps = terminus.capabilities(remote)
             destination = core_destination(remote.address, caps)
             if remote.address is not None and destination is None:
                 self._refuse(link, ERR_NOT_FOUND, f"no such address {remote.address!r}")
@@ -615,7 +566,7 @@ class AmqpConnection:
             if remote.dynamic:  # a temporary queue or topic (the AMQP JMS mapping), deleted with the connection
                 destination = self._temporary(caps)
                 link.target.address = destination
-            state = _InLink(link, impl, destination, caps)
+            state = InLink(link, impl, destination, caps)
         self._links[impl] = self._in_links[impl] = state
         self._links_changed()
         link.open()
@@ -629,7 +580,7 @@ class AmqpConnection:
 
     def _attach_out(self, link: Link) -> None:
         remote = link.remote_source
-        caps = _capabilities(remote)
+        caps = terminus.capabilities(remote)
         if terminus.names_no_node(remote):
             self._reattach(link)
             return
@@ -645,7 +596,7 @@ class AmqpConnection:
             destination = found
             link.source.copy(remote)
         try:
-            selector, no_local = _filters(remote, link.source)
+            selector, no_local = terminus.applied_filters(remote, link.source)
         except SelectorError as exc:
             self.core.tracer.trace("JMS-3.8-INVALID-SELECTOR-REFUSED", destination)
             self._refuse(link, ERR_INVALID_FIELD, f"invalid {exc}")  # "invalid selector: <what> at position N"
@@ -687,7 +638,7 @@ class AmqpConnection:
             return
         if durable is not None:
             self.auth.durable_held(durable[0], self.user)
-        out = _OutLink(link=link, impl=link._impl, sub=sub, ack=ack, durable=durable)
+        out = OutLink(link=link, impl=link._impl, sub=sub, ack=ack, durable=durable)
         try:
             if browse:
                 effects = self.core.browse(self.conn_id, sub, destination, ack=ack, selector=selector)
@@ -718,7 +669,7 @@ class AmqpConnection:
         state = self._links.pop(link._impl, None)
         self._in_links.pop(link._impl, None)
         self._links_changed()
-        if isinstance(state, _OutLink):
+        if isinstance(state, OutLink):
             self._unsubscribe(state)
             if closed and state.durable is not None:
                 with contextlib.suppress(CoreError):  # not there any more: nothing to delete
@@ -729,7 +680,7 @@ class AmqpConnection:
             else:
                 link.detach()
 
-    def _unsubscribe(self, out: _OutLink) -> None:
+    def _unsubscribe(self, out: OutLink) -> None:
         """The link we sent on is gone: its subscription ends in the core, which puts back what is
         still unsettled on it (redelivered), as at a detach."""
         self._out_by_sub.pop(out.sub, None)
@@ -746,12 +697,12 @@ class AmqpConnection:
         if state is not None:
             state.link.condition = Condition(name, description)
             state.link.close()
-            if isinstance(state, _OutLink):
+            if isinstance(state, OutLink):
                 self._unsubscribe(state)
 
     # -- flow -----------------------------------------------------------------------------------------
 
-    def _flow(self, out: _OutLink) -> None:
+    def _flow(self, out: OutLink) -> None:
         """New credit (or drain) from the client: handed to the core, which delivers what it can.
 
         A large grant is handed over :data:`SEND_CHUNK` credits at a time, each chunk's deliveries
@@ -776,37 +727,20 @@ class AmqpConnection:
         out.core_credit += delta
         self._run_deliveries(self.core.add_credit(self.conn_id, out.sub, delta, drain=drain), out)
 
-    def _run_deliveries(self, effects: list[Effect], out: _OutLink) -> None:
-        """The effects of a credit grant on ``out``: its deliveries written here, one loop for all (the
-        hub would call :meth:`on_effect` once per delivery), every other effect applied by the hub in
-        its place. What :meth:`_deliver` does, for the same effects in the same order."""
+    def _run_deliveries(self, effects: list[Effect], out: OutLink) -> None:
+        """The effects of a credit grant on ``out``: its deliveries written here (:meth:`_send`), one loop
+        for all (the hub would call :meth:`on_effect` once per delivery), every other effect applied by the
+        hub in its place."""
         if not effects:
             return
-        conn_id, sub, impl = self.conn_id, out.sub, out.impl
-        auto = out.ack is AckMode.AUTO
-        ids = out.ids
+        conn_id, sub = self.conn_id, out.sub
+        send = self._send
         apply = self.hub.apply
-        sent = 0
         for effect in effects:
-            if type(effect) is not Deliver or effect.conn != conn_id or effect.sub != sub:
-                if sent:  # counted before the effect (a Drained zeroes the count)
-                    out.core_credit -= sent
-                    sent = 0
-                apply([effect])
-                continue
-            delivery_id = effect.delivery_id
-            payload = encode_delivery(effect.message, delivery_count=effect.delivery_count,
-                                      redelivered=effect.redelivered)
-            tag = b"%d" % delivery_id
-            dlv = _delivery(impl, (len(tag), ffi.from_buffer(tag)))
-            _link_send(impl, payload, len(payload))
-            _link_advance(impl)
-            sent += 1
-            if auto:
-                _delivery_settle(dlv)
+            if type(effect) is Deliver and effect.sub == sub and effect.conn == conn_id:
+                send(out, effect)
             else:
-                ids[dlv] = delivery_id
-        out.core_credit -= sent
+                apply([effect])
         self.on_output()
 
     # -- incoming transfers ------------------------------------------------------------------------
@@ -834,7 +768,7 @@ class AmqpConnection:
         self._recv_bytes = memoryview(self._recv_buffer)
         return payload
 
-    def _walk(self, state: _InLink, until: Any) -> None:
+    def _walk(self, state: InLink, until: Any) -> None:
         """The complete transfers of the link, oldest first, up to and including ``until`` (the
         delivery of the last delivery event popped): its current delivery, until one is still
         partial (benchmarks/amqp_floor.py: a third less CPU per message than one event per transfer).
@@ -862,11 +796,11 @@ class AmqpConnection:
         delivery is among its unsettled ones is a disposition of it, told without ``pn_delivery_link``
         (a pointer in its ``ids`` is a live delivery of that link, never a transfer of another)."""
         links = self._links
-        outs = [state for state in links.values() if isinstance(state, _OutLink)]
+        outs = [state for state in links.values() if isinstance(state, OutLink)]
         self._single_out = outs[0] if len(outs) == 1 else None
-        walked: _InLink | None = None
+        walked: InLink | None = None
         for state in links.values():
-            if isinstance(state, _InLink):
+            if isinstance(state, InLink):
                 if walked is not None or state.coordinator:
                     walked = None
                     break
@@ -879,7 +813,7 @@ class AmqpConnection:
             return
         self._walked = None
 
-    def _transfer(self, dlv: Ptr, state: _InLink) -> None:
+    def _transfer(self, dlv: Ptr, state: InLink) -> None:
         # a delivery is handled once, when complete: it is then the link's current one (readable)
         # and advancing past it makes it not current for good
         if not _delivery_readable(dlv) or _delivery_partial(dlv):
@@ -887,7 +821,7 @@ class AmqpConnection:
             return
         self._take(dlv, state)
 
-    def _check_size(self, dlv: Any, state: _InLink) -> bool:
+    def _check_size(self, dlv: Any, state: InLink) -> bool:
         """A transfer (complete or still arriving) beyond :attr:`max_message_size` ends its link."""
         if not dlv or _delivery_pending(dlv) <= self.max_message_size:
             return False
@@ -895,7 +829,7 @@ class AmqpConnection:
         self._close_link(state.impl, ERR_MESSAGE_SIZE, f"message larger than {self.max_message_size} bytes")
         return True
 
-    def _take(self, dlv: Ptr, state: _InLink) -> None:
+    def _take(self, dlv: Ptr, state: InLink) -> None:
         """A complete transfer, the link's current delivery: read, advanced past, handed on."""
         impl = state.impl
         state.received += 1
@@ -946,7 +880,7 @@ class AmqpConnection:
         else:
             self._open_in.add(dlv)
             self._publishes.append((incoming.body, incoming.headers, incoming.durable,
-                                    _new_tuple(_Token, ("transfer", dlv, False))))
+                                    _new_tuple(Token, ("transfer", dlv, False))))
 
     def _flush_batches(self) -> None:
         """Hand the core what was batched: the plain transfers read so far (one ``publish_many`` for
@@ -968,7 +902,7 @@ class AmqpConnection:
                         self._run(self.core.publish(self.conn_id, destination, body, headers,
                                                     persistent=durable, confirm=token))
                     except CoreError as exc:
-                        if isinstance(token, _Token):
+                        if isinstance(token, Token):
                             self._answer(token.delivery, REJECTED, condition=Condition(ERR_INVALID_FIELD, exc.message))
             else:
                 self._run_published(effects)
@@ -1006,7 +940,7 @@ class AmqpConnection:
         for e in effects:
             if e.__class__ is Confirm and not e.durable and e.conn == conn_id:
                 token = e.token
-                if token.__class__ is _Token and token.kind == "transfer" and not token.extra:
+                if token.__class__ is Token and token.kind == "transfer" and not token.extra:
                     if rest:
                         self.hub.apply(rest)
                         rest = []
@@ -1023,10 +957,10 @@ class AmqpConnection:
         if answered:
             self.on_output()
 
-    def _transfer_one(self, dlv: Ptr, state: _InLink, payload: bytes) -> None:
+    def _transfer_one(self, dlv: Ptr, state: InLink, payload: bytes) -> None:
         """A transfer off the batched path: coordinator, transactional, or with fault rules on."""
         if state.coordinator:
-            self._control(dlv, payload)
+            self._coordinator.control(dlv, payload)
             return
         tx: str | None = None
         if _delivery_remote_state(dlv) == TRANSACTIONAL_STATE:
@@ -1052,7 +986,7 @@ class AmqpConnection:
         faults = self.core.faults
         if faults is not None and faults.active and self._rejected_by_fault(dlv, settled, destination, tx):
             return
-        confirm = None if settled else _Token("transfer", dlv, tx is not None)
+        confirm = None if settled else Token("transfer", dlv, tx is not None)
         try:
             effects = self.core.publish(self.conn_id, destination, incoming.body, incoming.headers,
                                         persistent=incoming.durable, tx=tx, confirm=confirm, typed=incoming.typed)
@@ -1088,7 +1022,7 @@ class AmqpConnection:
             self._answer(dlv, REJECTED, condition=Condition(ERR_NOT_ALLOWED, reason))
             return True
         if tx is not None:
-            self._txns[tx].failed = reason
+            self._coordinator.txns[tx].failed = reason
         self._open_in.discard(dlv)
         _delivery_settle(dlv)
         return True
@@ -1097,9 +1031,9 @@ class AmqpConnection:
         """(known, the core transaction a transfer or disposition belongs to); refuses unknown ids."""
         if _delivery_remote_state(dlv) != TRANSACTIONAL_STATE:
             return True, None
-        data = _wrap(dlv).remote.data or []
+        data = wrap(dlv).remote.data or []
         txn_id = bytes(data[0]).decode("utf-8", "replace") if data else ""
-        if txn_id not in self._txns:
+        if txn_id not in self._coordinator.txns:
             cond = Condition(ERR_UNKNOWN_TXN, f"unknown transaction {txn_id!r}")
             if receiving:
                 self._answer(dlv, REJECTED, condition=cond)
@@ -1121,7 +1055,7 @@ class AmqpConnection:
             return
         self._open_in.discard(dlv)
         if condition is not None or data is not None:
-            wrapper = _wrap(dlv)
+            wrapper = wrap(dlv)
             if condition is not None:
                 wrapper.local.condition = condition
             if data is not None:
@@ -1132,70 +1066,7 @@ class AmqpConnection:
         _delivery_settle(dlv)
         self.on_output()
 
-    # -- transaction coordinator ------------------------------------------------------------------
-
-    def _control(self, dlv: Ptr, payload: bytes) -> None:
-        try:
-            msg = Message()
-            msg.decode(payload)
-        except Exception as exc:
-            self._answer(dlv, REJECTED, condition=Condition(ERR_DECODE, f"undecodable message: {exc}"))
-            return
-        body = msg.body
-        if not isinstance(body, Described):
-            self._answer(dlv, REJECTED, condition=Condition(ERR_DECODE, "coordinator expects declare or discharge"))
-            return
-        raw: Any = body.descriptor
-        descriptor = str(raw) if isinstance(raw, str) else int(raw)
-        fields = list(cast(Any, body.value) or [])
-        if descriptor in ("amqp:declare:list", 0x31):
-            if len(self._txns) >= self.limits.max_transactions:
-                self._answer(dlv, REJECTED, condition=Condition(
-                    ERR_RESOURCE_LIMIT, f"too many open transactions (limit {self.limits.max_transactions})"))
-                return
-            name = f"txn-{self.conn_id}-{next(self._txn_ids)}"
-            self._run(self.core.begin(self.conn_id, name))
-            self._txns[name] = _Txn(name)
-            self._answer(dlv, DECLARED, data=[name.encode()])
-        elif descriptor in ("amqp:discharge:list", 0x32):
-            txn_id = bytes(fields[0]).decode("utf-8", "replace") if fields and fields[0] is not None else ""
-            fail = bool(fields[1]) if len(fields) > 1 else False
-            txn = self._txns.pop(txn_id, None)
-            if txn is None:
-                self._answer(dlv, REJECTED, condition=Condition(ERR_UNKNOWN_TXN, f"unknown transaction {txn_id!r}"))
-                return
-            if not fail and txn.failed is None:
-                txn.failed = self._commit_fault()
-            if not fail and txn.failed is not None:
-                # a pre-settled transfer of it failed (4.4.4), or fault rule fail_commit: roll back instead
-                self._run(self.core.abort(self.conn_id, txn_id,
-                                          redeliver_settled=any(entry[1] for entry in txn.deliveries)))
-                self._end_txn(txn, rolled_back=True)
-                self._answer(dlv, REJECTED, condition=Condition(ERR_TXN_ROLLBACK,
-                                                                f"transaction rolled back: {txn.failed}"))
-                return
-            token = _Token("discharge", dlv, (txn, fail))
-            if fail:
-                # settled transactional dispositions cannot be re-settled: give those back (STOMP ABORT
-                # semantics); unsettled ones stay acquired by the link (AMQP 4.4.2)
-                any_settled = any(entry[1] for entry in txn.deliveries)
-                effects = self.core.abort(self.conn_id, txn_id, redeliver_settled=any_settled,
-                                          confirm=token)
-            else:
-                effects = self.core.commit(self.conn_id, txn_id, confirm=token)
-            self._run(effects)
-        else:
-            self._answer(dlv, REJECTED, condition=Condition(ERR_DECODE, f"unknown coordinator message {descriptor}"))
-
-    def _commit_fault(self) -> str | None:
-        """Fault rule ``fail_commit``: this discharge fails like the STOMP COMMIT does (rolled back instead)."""
-        faults = self.core.faults
-        if faults is None or not faults.active:
-            return None
-        return next((r.fail_commit for r in faults.rules_for(None, self.conn_id, self.user)
-                     if r.fail_commit is not None), None)
-
-    def _end_txn(self, txn: _Txn, *, rolled_back: bool) -> None:
+    def _end_txn(self, txn: Txn, rolled_back: bool) -> None:
         """The transaction is over: settle its dispositions; after a rollback the ones the client left
         unsettled stay acquired by their link, so the client may settle them anew (4.4.2)."""
         for tdlv, client_settled, out, delivery_id in txn.deliveries:
@@ -1207,7 +1078,7 @@ class AmqpConnection:
 
     # -- dispositions from the client -------------------------------------------------------------
 
-    def _disposition(self, dlv: Ptr, out: _OutLink) -> None:
+    def _disposition(self, dlv: Ptr, out: OutLink) -> None:
         delivery_id = out.ids.get(dlv)
         if delivery_id is None:
             return  # pre-settled, or its outcome is already being applied
@@ -1222,13 +1093,13 @@ class AmqpConnection:
             known, tx = self._transaction_of(dlv, receiving=False)
             if not known or tx is None:
                 return
-            data = _wrap(dlv).remote.data or []
-            settlement = _inner_settlement(data[1] if len(data) > 1 else None)
+            data = wrap(dlv).remote.data or []
+            settlement = inner_settlement(data[1] if len(data) > 1 else None)
         else:
-            settlement = _settlement(_wrap(dlv))
+            settlement = settlement_of(wrap(dlv))
             tx = None
         del out.ids[dlv]
-        confirm: _Token | None = None
+        confirm: Token | None = None
         if settlement is ACCEPT and tx is None and _delivery_settled(dlv):
             # the common case, batched (see _flush_batches): the client settled, nobody waits for us
             _delivery_settle(dlv)
@@ -1251,7 +1122,7 @@ class AmqpConnection:
             # a transactional outcome is applied at discharge, and the discharge answer confirms it
             self._open_out.add(dlv)
             if tx is None:
-                confirm = _Token("settle", dlv)
+                confirm = Token("settle", dlv)
         try:
             effects = self.core.settle(self.conn_id, delivery_id, settlement, cumulative=False, tx=tx,
                                        confirm=confirm)
@@ -1259,7 +1130,7 @@ class AmqpConnection:
             self._close_link(out.impl, ERR_NOT_ALLOWED, exc.message)
             return
         if tx is not None:
-            self._txns[tx].deliveries.append((dlv, bool(_delivery_settled(dlv)), out, delivery_id))
+            self._coordinator.txns[tx].deliveries.append((dlv, bool(_delivery_settled(dlv)), out, delivery_id))
         self._run(effects)
 
     def _settle_out(self, dlv: Ptr) -> None:
@@ -1304,12 +1175,18 @@ class AmqpConnection:
 
     def _deliver(self, effect: Deliver) -> None:
         out = self._out_by_sub.get(effect.sub)
-        if out is None:
-            return
+        if out is not None:
+            self._send(out, effect)
+
+    @staticmethod
+    def _send(out: OutLink, effect: Deliver) -> None:
+        """Write one delivery of the core on ``out``: settled at once on a pre-settled link, else kept in
+        ``out.ids`` until the client's outcome."""
         payload = encode_delivery(effect.message, delivery_count=effect.delivery_count,
                                   redelivered=effect.redelivered)
         impl = out.impl
-        tag = b"%d" % effect.delivery_id
+        delivery_id = effect.delivery_id
+        tag = b"%d" % delivery_id
         dlv = _delivery(impl, (len(tag), ffi.from_buffer(tag)))
         _link_send(impl, payload, len(payload))  # cffi passes a bytes object's buffer as is
         _link_advance(impl)
@@ -1317,16 +1194,16 @@ class AmqpConnection:
         if out.ack is AckMode.AUTO:
             _delivery_settle(dlv)
         else:
-            out.ids[dlv] = effect.delivery_id
+            out.ids[dlv] = delivery_id
 
     def _confirm(self, token: object) -> None:
-        if token.__class__ is not _Token:
+        if token.__class__ is not Token:
             return
         dlv = token.delivery
         kind = token.kind
         if kind == "transfer":
             if token.extra:  # transactional: report the presumptive outcome (4.4.1)
-                self._answer(dlv, TRANSACTIONAL_STATE, data=[_txn_of_transfer(dlv), Described(ulong(ACCEPTED), [])])
+                self._answer(dlv, TRANSACTIONAL_STATE, data=[transaction_id(dlv), Described(ulong(ACCEPTED), [])])
             elif dlv in self._open_in:  # _answer(dlv, ACCEPTED) inlined: every unsettled transfer comes here
                 self._open_in.discard(dlv)
                 _delivery_update(dlv, ACCEPTED)
@@ -1336,10 +1213,10 @@ class AmqpConnection:
         elif kind == "discharge":
             txn, fail = token.extra
             self._answer(dlv, ACCEPTED)
-            self._end_txn(txn, rolled_back=fail)
+            self._end_txn(txn, fail)
 
     def _reject(self, token: object, reason: str) -> None:
-        if not isinstance(token, _Token):
+        if not isinstance(token, Token):
             return
         dlv = token.delivery
         if token.kind == "settle":
@@ -1349,113 +1226,8 @@ class AmqpConnection:
         self._answer(dlv, REJECTED, condition=Condition(name, reason))
 
 
-def _wrap(dlv: Ptr) -> PnDelivery:
-    """proton's wrapper of a delivery, for the rare paths that read or write its disposition's fields."""
-    return cast(PnDelivery, PnDelivery.wrap(dlv))  # type: ignore[no-untyped-call]
-
-
-def _txn_of_transfer(dlv: Ptr) -> bytes:
-    data = _wrap(dlv).remote.data or []
-    return bytes(data[0]) if data else b""
-
-
 SOLE_CONNECTION: Final = symbol("sole-connection-for-container")
 SHARED_SUBS: Final = symbol("SHARED-SUBS")
 """The AMQP JMS mapping's connection capability: a client that set a client id asks to be the only
 connection of its container id (JMS 6.1.2); the reference broker offers and enforces it."""
-SELECTOR_DESCRIPTORS: Final = (symbol("apache.org:selector-filter:string"), ulong(0x0000468C00000004))
-"""The JMS selector filter of the AMQP filter registry, by name or by code (the AMQP JMS mapping)."""
-NO_LOCAL_DESCRIPTORS: Final = (symbol("apache.org:no-local-filter:list"), ulong(0x0000468C00000003))
-"""The JMS noLocal filter of the AMQP filter registry, by name or by code."""
-
-
-def _filters(remote: Terminus, local: Terminus) -> tuple[Selector | None, bool]:
-    """The message selector and the noLocal flag among the filters of the client's source, and the
-    filters echoed in our attach: only those two (AMQP 3.5.3: the attach names the filters actually
-    applied, so a client can tell that the others are not). Raises :class:`SelectorError` for an
-    invalid selector."""
-    filters = remote.filter
-    filters.rewind()
-    if filters.next() is None:
-        return None, False
-    found = filters.get_object()
-    local.filter.clear()
-    if not isinstance(found, dict):
-        return None, False
-    selector: Selector | None = None
-    no_local = False
-    applied: dict[Any, Any] = {}
-    for key, value in found.items():
-        if not isinstance(value, Described):
-            continue
-        if value.descriptor in SELECTOR_DESCRIPTORS and selector is None:
-            if not isinstance(value.value, str):
-                raise SelectorError(f"selector: not a string but {type(value.value).__name__}")
-            selector = parse_selector(value.value)
-            if selector is not None:  # a blank one is no selector (JMS), so there is nothing applied to echo
-                applied[key] = value
-        elif value.descriptor in NO_LOCAL_DESCRIPTORS and not no_local:
-            no_local = True
-            applied[key] = value
-    if applied:
-        local.filter.put_dict(applied)
-    return selector, no_local
-
-
-def _capabilities(terminus: Terminus) -> frozenset[str]:
-    caps = terminus.capabilities
-    try:
-        caps.rewind()
-        found: list[str] = []
-        while caps.next():
-            value = caps.get_object()
-            if isinstance(value, list | tuple):
-                found += [str(v) for v in value]
-            elif hasattr(value, "elements"):
-                found += [str(v) for v in value.elements]
-            elif value is not None:
-                found.append(str(value))
-        return frozenset(found)
-    except Exception:
-        return frozenset()
-
-
-def _settlement(dlv: PnDelivery) -> Settlement:
-    state = dlv.remote_state
-    if state == ACCEPTED:
-        return ACCEPT
-    if state == RELEASED:
-        return RELEASE
-    if state == MODIFIED:
-        return Settlement(Outcome.MODIFIED, delivery_failed=bool(dlv.remote.failed),
-                          undeliverable_here=bool(dlv.remote.undeliverable),
-                          headers=annotation_headers(dlv.remote.annotations))
-    if state == REJECTED:
-        cond = dlv.remote.condition
-        reason = (cond.description or str(cond.name)) if cond is not None else "rejected by consumer"
-        return Settlement(Outcome.REJECTED, reason=reason)
-    # settled without an outcome: the source's default outcome, modified{delivery-failed}
-    return Settlement(Outcome.MODIFIED, delivery_failed=True)
-
-
-def _inner_settlement(inner: Any) -> Settlement:
-    if not isinstance(inner, Described):
-        return ACCEPT
-    raw: Any = inner.descriptor
-    code = int(raw) if not isinstance(raw, str) else {
-        "amqp:accepted:list": ACCEPTED, "amqp:rejected:list": REJECTED, "amqp:released:list": RELEASED,
-        "amqp:modified:list": MODIFIED}.get(raw, ACCEPTED)
-    fields = list(cast(Any, inner.value) or [])
-    if code == RELEASED:
-        return RELEASE
-    if code == MODIFIED:
-        annotations = fields[2] if len(fields) > 2 and isinstance(fields[2], dict) else None
-        return Settlement(Outcome.MODIFIED, delivery_failed=bool(fields[0]) if fields else False,
-                          undeliverable_here=bool(fields[1]) if len(fields) > 1 else False,
-                          headers=annotation_headers(annotations))
-    if code == REJECTED:
-        return Settlement(Outcome.REJECTED, reason="rejected in transaction")
-    return ACCEPT
-
-
 __all__ = ["CONTAINER_ID", "AmqpConnection"]

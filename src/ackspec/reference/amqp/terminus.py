@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from proton import Described, Terminus, symbol
+from proton import Described, Terminus, symbol, ulong
 
 from ackspec.reference.broker.model import QUEUE_PREFIX, TOPIC_PREFIX
+from ackspec.reference.broker.selector import Selector, SelectorError, parse_selector
 
 TEMPORARY_TOPIC: Final = "temporary-topic"
 """Terminus capability of a dynamic node that is a JMS TemporaryTopic (else a TemporaryQueue)."""
@@ -80,3 +81,60 @@ def temporary_address(conn_id: str, number: int, capabilities: frozenset[str]) -
 def is_browser(remote: Terminus, destination: str) -> bool:
     """A source asking for ``distribution-mode copy`` on a queue: the messages are shown, not taken."""
     return destination.startswith(QUEUE_PREFIX) and remote.distribution_mode == Terminus.DIST_MODE_COPY
+
+
+SELECTOR_DESCRIPTORS: Final = (SELECTOR_FILTER, ulong(0x0000468C00000004))
+"""The JMS selector filter of the AMQP filter registry, by name or by code (the AMQP JMS mapping)."""
+NO_LOCAL_DESCRIPTORS: Final = (NO_LOCAL_FILTER, ulong(0x0000468C00000003))
+"""The JMS noLocal filter of the AMQP filter registry, by name or by code."""
+
+
+def applied_filters(remote: Terminus, local: Terminus) -> tuple[Selector | None, bool]:
+    """The message selector and the noLocal flag among the filters of the client's source, and the
+    filters echoed in our attach: only those two (AMQP 3.5.3: the attach names the filters actually
+    applied, so a client can tell that the others are not). Raises :class:`SelectorError` for an
+    invalid selector."""
+    filters = remote.filter
+    filters.rewind()
+    if filters.next() is None:
+        return None, False
+    found = filters.get_object()
+    local.filter.clear()
+    if not isinstance(found, dict):
+        return None, False
+    selector: Selector | None = None
+    no_local = False
+    applied: dict[Any, Any] = {}
+    for key, value in found.items():
+        if not isinstance(value, Described):
+            continue
+        if value.descriptor in SELECTOR_DESCRIPTORS and selector is None:
+            if not isinstance(value.value, str):
+                raise SelectorError(f"selector: not a string but {type(value.value).__name__}")
+            selector = parse_selector(value.value)
+            if selector is not None:  # a blank one is no selector (JMS), so there is nothing applied to echo
+                applied[key] = value
+        elif value.descriptor in NO_LOCAL_DESCRIPTORS and not no_local:
+            no_local = True
+            applied[key] = value
+    if applied:
+        local.filter.put_dict(applied)
+    return selector, no_local
+
+
+def capabilities(terminus: Terminus) -> frozenset[str]:
+    caps = terminus.capabilities
+    try:
+        caps.rewind()
+        found: list[str] = []
+        while caps.next():
+            value = caps.get_object()
+            if isinstance(value, list | tuple):
+                found += [str(v) for v in value]
+            elif hasattr(value, "elements"):
+                found += [str(v) for v in value.elements]
+            elif value is not None:
+                found.append(str(value))
+        return frozenset(found)
+    except Exception:
+        return frozenset()
