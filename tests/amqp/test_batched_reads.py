@@ -42,7 +42,7 @@ def test_each_transfer_of_a_read_gets_its_own_outcome_in_order(walked: bool) -> 
         idle.target.address = Q
         idle.open()
     pair.pump()
-    assert (pair.broker._walked is not None) is walked
+    assert (pair.broker.links.walked is not None) is walked
     plan: list[tuple[bytes, bool]] = [
         (_encoded(b"g0", Q), False), (_encoded(b"g1", Q), True), (b"\x00\x53\x77\xff", False),  # undecodable
         (_encoded(b"g2", Q), False), (_encoded(b"no address"), False), (_encoded(b"g3", Q), True),

@@ -38,7 +38,7 @@ def _received(receiver: Link) -> list[tuple[Any, bytes]]:
 def test_mixed_outcomes_of_one_read_are_applied_in_the_clients_order(order: str) -> None:
     pair = InMemoryPair()
     _sender, receiver = pair.filled_queue_consumer(Q, 8)
-    assert pair.broker._single_out is not None and pair.broker._walked is None
+    assert pair.broker.links.single_out is not None and pair.broker.links.walked is None
     receiver.flow(8)
     pair.pump()
     got = _received(receiver)
@@ -88,7 +88,7 @@ def test_a_large_grant_is_written_in_chunks_and_a_drain_leaves_no_credit() -> No
     assert pair.flushes >= 3  # each full chunk written before the next is made
     got = _received(receiver)
     assert [body for _d, body in got] == [b"m%d" % i for i in range(total)]
-    out = pair.broker._single_out
+    out = pair.broker.links.single_out
     assert out is not None and out.core_credit == 10 and len(out.ids) == total
     for dlv, _body in got:
         dlv.update(Delivery.ACCEPTED)

@@ -92,7 +92,7 @@ def test_credit_bounds_deliveries(adapter: ProtonAdapter, broker: RunningBroker)
     assert c.receive(sub, 0.3) is None  # credit 3 used up, nothing settled
     conn = next(iter(broker.listener.connections))
     assert len(broker.call(broker.core.unacked, conn, next(iter(broker.listener.connections[conn]
-                                                                  ._out_by_sub)))) == 3
+                                                                  .links.by_sub)))) == 3
     c.ack(got[0])  # one settled: credit topped up by one
     d = c.receive(sub, 2)
     assert d is not None and d.seq == 3

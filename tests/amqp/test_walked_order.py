@@ -31,7 +31,7 @@ def _pair(walked: bool, address: str) -> tuple[InMemoryPair, Link]:
         idle.target.address = "/queue/idle"
         idle.open()
     pair.pump()
-    assert (pair.broker._walked is not None) is walked
+    assert (pair.broker.links.walked is not None) is walked
     return pair, sender
 
 

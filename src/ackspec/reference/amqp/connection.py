@@ -73,7 +73,7 @@ from ackspec.reference.amqp.dispositions import (
     transaction_id,
     wrap,
 )
-from ackspec.reference.amqp.links import InLink, OutLink, Token
+from ackspec.reference.amqp.links import InLink, LinkTable, OutLink, Token
 from ackspec.reference.amqp.mapping import (
     core_destination,
     encode_delivery,
@@ -195,11 +195,7 @@ class AmqpConnection:
         self._refused = False  # closed at open: never registered (see _on_event)
         self.finished = False  # core told about the end
         self.error: str | None = None
-        self._links: dict[Ptr, InLink | OutLink] = {}
-        self._walked: InLink | None = None  # see _links_changed
-        self._single_out: OutLink | None = None  # see _links_changed
-        self._in_links: dict[Ptr, InLink] = {}
-        self._out_by_sub: dict[str, OutLink] = {}
+        self.links = LinkTable()
         self._open_in: set[Ptr] = set()
         self._open_out: set[Ptr] = set()
         self._coordinator = Coordinator(conn_id, self.core, self.limits, answer=self._answer, run=self._run,
@@ -221,7 +217,7 @@ class AmqpConnection:
     @property
     def producer_only(self) -> bool:
         """It has links it sends messages on and none it receives on (see :mod:`ackspec.reference.flow`)."""
-        return bool(self._in_links) and not self._out_by_sub
+        return bool(self.links.incoming) and not self.links.by_sub
 
     # -- bytes in/out ------------------------------------------------------------------------------
 
@@ -242,7 +238,7 @@ class AmqpConnection:
             if not data:
                 return
         data = self._amqp_input(data)
-        for in_link in self._in_links.values():
+        for in_link in self.links.incoming.values():
             in_link.visible = in_link.granted
         # proton takes at most capacity() bytes per push: feed large reads in pieces, handling
         # the events of each piece (credit is still topped up only once, after the whole read)
@@ -312,9 +308,9 @@ class AmqpConnection:
         """
         window = self.receive_window
         granted = False
-        for impl, state in list(self._in_links.items()):
+        for impl, state in list(self.links.incoming.items()):
             if _link_state(impl) & _CLOSED:
-                del self._in_links[impl]
+                del self.links.incoming[impl]
                 continue
             left = state.granted - state.received
             if left <= window // 2:
@@ -345,7 +341,7 @@ class AmqpConnection:
         only the rare rest (opens, closes) pay for proton's ``Event`` wrapper. Every other
         event type is popped unread. This is the broker's hottest loop.
 
-        On a connection whose only deliveries are transfers of one link (see :meth:`_links_changed`),
+        On a connection whose only deliveries are transfers of one link (see :meth:`.links.LinkTable._changed`),
         delivery events are popped unread: that link's transfers are read by walking it
         (:meth:`_walk`) before the next event that is handled and once the collector is empty. The
         walk stops at the delivery of the last event popped (``until``): proton has already decoded
@@ -358,10 +354,11 @@ class AmqpConnection:
             while _collector_peek(collector):
                 _collector_pop(collector)
             return
-        links = self._links
+        table = self.links
+        links = table.by_impl
         peek = _collector_peek
         on_delivery = self._on_delivery
-        walk: InLink | None = None  # a link whose transfers are read by walking it (see _links_changed)
+        walk: InLink | None = None  # a link whose transfers are read by walking it (see LinkTable._changed)
         until: Any = None  # ... up to this delivery, the one of the last delivery event popped unread
         while True:
             event = peek(collector)
@@ -375,12 +372,12 @@ class AmqpConnection:
                 self._flush_batches()  # may cause events of its own (our deliveries): look again
                 continue
             kind = _event_type(event)
-            if kind == _PN_DELIVERY and self._walked is not None:
+            if kind == _PN_DELIVERY and table.walked is not None:
                 # read later, by walking up to this delivery; an update of one already taken (its
                 # bytes read, the link moved on) moves nothing
                 dlv = _event_delivery(event)
                 if _delivery_pending(dlv) or _link_current(_delivery_link(dlv)) == dlv:
-                    walk, until = self._walked, dlv
+                    walk, until = table.walked, dlv
                 _collector_pop(collector)
                 continue
             try:
@@ -415,9 +412,9 @@ class AmqpConnection:
         """A delivery event (the most common): a transfer on one of our receiving links, or the peer's
         disposition of one of our deliveries."""
         # the only link we send on: its own ids tell its deliveries (no pn_delivery_link)
-        out = self._single_out
+        out = self.links.single_out
         if out is None or (delivery_id := out.ids.get(dlv)) is None:
-            owner = self._links.get(_delivery_link(dlv))
+            owner = self.links.by_impl.get(_delivery_link(dlv))
             if owner is None:
                 return  # a link we refused or closed
             if owner.__class__ is InLink:
@@ -460,9 +457,7 @@ class AmqpConnection:
     def _invalid_utf8(self, event: Event) -> None:
         reason = "invalid UTF-8 in a container id, link name or address"
         if event.link is not None and not event.link.state & Endpoint.LOCAL_CLOSED:
-            self._links.pop(event.link._impl, None)
-            self._in_links.pop(event.link._impl, None)
-            self._links_changed()
+            self.links.remove(event.link._impl)
             self._refuse(event.link, ERR_INVALID_FIELD, reason)
         elif not self.connection.state & Endpoint.LOCAL_CLOSED:
             self.connection.condition = Condition(ERR_DECODE, reason)
@@ -506,12 +501,12 @@ class AmqpConnection:
         elif kind in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH) and event.link is not None:
             self._detach(event.link, closed=kind == Event.LINK_REMOTE_CLOSE)
         elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
-            for out in list(self._out_by_sub.values()):
+            for out in list(self.links.by_sub.values()):
                 if out.link.session == event.session:
                     self._detach(out.link, closed=False)  # an ended session detaches its links, closes none
             event.session.close()
         elif kind == Event.CONNECTION_REMOTE_CLOSE:
-            for out in list(self._out_by_sub.values()):
+            for out in list(self.links.by_sub.values()):
                 self._detach(out.link, closed=False)
             self.connection.close()
             self._finish(abrupt=False)
@@ -567,8 +562,7 @@ class AmqpConnection:
                 destination = self._temporary(caps)
                 link.target.address = destination
             state = InLink(link, impl, destination, caps)
-        self._links[impl] = self._in_links[impl] = state
-        self._links_changed()
+        self.links.add_in(state)
         link.open()
         self._grant(state, self.receive_window)
         state.visible = state.granted
@@ -648,9 +642,7 @@ class AmqpConnection:
         except CoreError as exc:
             self._refuse(link, ERR_INVALID_FIELD, exc.message)
             return
-        self._links[out.impl] = out
-        self._links_changed()
-        self._out_by_sub[sub] = out
+        self.links.add_out(out)
         link.open()
         self._run(effects)
 
@@ -666,9 +658,7 @@ class AmqpConnection:
         """The client ended a link: ``closed`` (detach with closed=true) destroys it, and with it the
         durable subscription it consumed; a bare detach (closed=false) suspends it, and is answered
         alike: a durable subscription keeps collecting messages for a later attach."""
-        state = self._links.pop(link._impl, None)
-        self._in_links.pop(link._impl, None)
-        self._links_changed()
+        state = self.links.remove(link._impl)
         if isinstance(state, OutLink):
             self._unsubscribe(state)
             if closed and state.durable is not None:
@@ -683,7 +673,7 @@ class AmqpConnection:
     def _unsubscribe(self, out: OutLink) -> None:
         """The link we sent on is gone: its subscription ends in the core, which puts back what is
         still unsettled on it (redelivered), as at a detach."""
-        self._out_by_sub.pop(out.sub, None)
+        self.links.by_sub.pop(out.sub, None)
         if self.core.has_subscription(self.conn_id, out.sub):
             self._run(self.core.unsubscribe(self.conn_id, out.sub))
 
@@ -691,9 +681,7 @@ class AmqpConnection:
         """End a link with an error (its state is dropped: later transfers and dispositions are ignored;
         a link we sent on gives its unsettled messages back, since the client's detach that answers our
         close finds no state left)."""
-        state = self._links.pop(impl, None)
-        self._in_links.pop(impl, None)
-        self._links_changed()
+        state = self.links.remove(impl)
         if state is not None:
             state.link.condition = Condition(name, description)
             state.link.close()
@@ -774,7 +762,7 @@ class AmqpConnection:
         partial (benchmarks/amqp_floor.py: a third less CPU per message than one event per transfer).
         ``until`` is compared before it is taken, while proton still holds it."""
         impl = state.impl
-        links = self._links
+        links = self.links.by_impl
         dlv = _link_current(impl)
         while dlv and not _delivery_partial(dlv):
             last = dlv == until
@@ -783,35 +771,6 @@ class AmqpConnection:
                 return  # up to the last event seen; or the link was ended (a transfer beyond its credit)
             dlv = _link_current(impl)
         self._check_size(dlv, state)  # one still arriving
-
-    def _links_changed(self) -> None:
-        """Links came or went: may this connection's transfers be walked instead of read per event?
-
-        Only when a delivery event can only be a transfer of that one link: one link the client
-        sends on (not a coordinator: declares must come before the transfers that use them, whatever
-        link those are on), and no link we send unsettled deliveries on (the client's dispositions
-        are events to read; deliveries we send pre-settled get none we would look at).
-
-        Also: the one link we send on, if there is only one (``_single_out``): a delivery event whose
-        delivery is among its unsettled ones is a disposition of it, told without ``pn_delivery_link``
-        (a pointer in its ``ids`` is a live delivery of that link, never a transfer of another)."""
-        links = self._links
-        outs = [state for state in links.values() if isinstance(state, OutLink)]
-        self._single_out = outs[0] if len(outs) == 1 else None
-        walked: InLink | None = None
-        for state in links.values():
-            if isinstance(state, InLink):
-                if walked is not None or state.coordinator:
-                    walked = None
-                    break
-                walked = state
-            elif state.ack is not AckMode.AUTO:
-                walked = None
-                break
-        else:
-            self._walked = walked
-            return
-        self._walked = None
 
     def _transfer(self, dlv: Ptr, state: InLink) -> None:
         # a delivery is handled once, when complete: it is then the link's current one (readable)
@@ -1072,7 +1031,7 @@ class AmqpConnection:
         for tdlv, client_settled, out, delivery_id in txn.deliveries:
             if not rolled_back or client_settled:
                 self._settle_out(tdlv)
-            elif tdlv in self._open_out and self._links.get(out.impl) is out:
+            elif tdlv in self._open_out and self.links.by_impl.get(out.impl) is out:
                 self._open_out.discard(tdlv)
                 out.ids[tdlv] = delivery_id
 
@@ -1164,7 +1123,7 @@ class AmqpConnection:
         elif isinstance(effect, Reject):
             self._reject(effect.token, effect.reason)
         elif isinstance(effect, Drained):
-            out = self._out_by_sub.get(effect.sub)
+            out = self.links.by_sub.get(effect.sub)
             if out is not None:
                 out.core_credit = 0
                 out.link.drained()
@@ -1174,7 +1133,7 @@ class AmqpConnection:
         self.on_output()
 
     def _deliver(self, effect: Deliver) -> None:
-        out = self._out_by_sub.get(effect.sub)
+        out = self.links.by_sub.get(effect.sub)
         if out is not None:
             self._send(out, effect)
 
