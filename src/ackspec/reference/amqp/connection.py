@@ -28,8 +28,6 @@ The mapping (docs/amqp-mapping.md has the full table):
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 from collections.abc import Callable
 from typing import Any, Final, cast
 
@@ -40,15 +38,13 @@ from proton import (
     Described,
     Endpoint,
     Event,
-    Link,
-    Terminus,
     Transport,
     symbol,
     ulong,
 )
 
-from ackspec.reference.amqp import terminus
 from ackspec.reference.amqp.announced import AnnouncedOutcomes
+from ackspec.reference.amqp.attach import Attachments
 from ackspec.reference.amqp.conditions import (
     ERR_DECODE,
     ERR_FORCED,
@@ -73,7 +69,7 @@ from ackspec.reference.amqp.dispositions import (
     transaction_id,
     wrap,
 )
-from ackspec.reference.amqp.links import InLink, LinkTable, OutLink, Token
+from ackspec.reference.amqp.links import InLink, LinkTable, OutLink, Token, grant
 from ackspec.reference.amqp.mapping import (
     core_destination,
     encode_delivery,
@@ -96,9 +92,7 @@ from ackspec.reference.broker import (
 )
 from ackspec.reference.broker.auth import Authenticator
 from ackspec.reference.broker.hub import Hub
-from ackspec.reference.broker.model import TOPIC_PREFIX, Headers
-from ackspec.reference.broker.selector import Selector, SelectorError, parse_selector
-from ackspec.reference.broker.state import DurableKey
+from ackspec.reference.broker.model import Headers
 from ackspec.reference.limits import AmqpLimits
 
 CONTAINER_ID = "ackspec-reference"
@@ -200,8 +194,9 @@ class AmqpConnection:
         self._open_out: set[Ptr] = set()
         self._coordinator = Coordinator(conn_id, self.core, self.limits, answer=self._answer, run=self._run,
                                         end=self._end_txn, user=lambda: self.user)
-        self._sub_ids = itertools.count(1)
-        self._temporaries: list[str] = []  # addresses of the dynamic nodes this connection made
+        self.attachments = Attachments(conn_id, self.core, self.auth, self.connection, self.links, run=self._run,
+                                       user=lambda: self.user, receive_window=receive_window,
+                                       max_message_size=self.max_message_size)
         # transfers and acceptances read but not yet handed to the core (see _flush_batches)
         self._publishes: list[tuple[bytes, Headers, bool, object]] = []
         self._publish_to: str | None = None
@@ -290,14 +285,11 @@ class AmqpConnection:
         if self.opened and not self.finished:
             self.finished = True
             self._run(self.core.close(self.conn_id, abrupt=abrupt))
-            for address in self._temporaries:  # JMS 4.4.3: a temporary destination lives as long as its connection
+            # JMS 4.4.3: a temporary destination lives as long as its connection
+            for address in self.attachments.temporaries:
                 self._run(self.core.delete_queue(address))
 
     # -- engine events ---------------------------------------------------------------------------
-
-    def _grant(self, state: InLink, credit: int) -> None:
-        state.granted += credit
-        _link_flow(state.impl, credit)
 
     def _replenish(self) -> bool:
         """Top up the credit of links we receive on, after each piece of input.
@@ -314,7 +306,7 @@ class AmqpConnection:
                 continue
             left = state.granted - state.received
             if left <= window // 2:
-                self._grant(state, window - left)
+                grant(state, window - left)
                 granted = True
         return granted
 
@@ -458,7 +450,7 @@ class AmqpConnection:
         reason = "invalid UTF-8 in a container id, link name or address"
         if event.link is not None and not event.link.state & Endpoint.LOCAL_CLOSED:
             self.links.remove(event.link._impl)
-            self._refuse(event.link, ERR_INVALID_FIELD, reason)
+            self.attachments.refuse(event.link, ERR_INVALID_FIELD, reason)
         elif not self.connection.state & Endpoint.LOCAL_CLOSED:
             self.connection.condition = Condition(ERR_DECODE, reason)
             if self.connection.state & Endpoint.LOCAL_UNINIT:
@@ -497,17 +489,17 @@ class AmqpConnection:
         elif kind == Event.SESSION_REMOTE_OPEN and event.session is not None:
             event.session.open()
         elif kind == Event.LINK_REMOTE_OPEN and event.link is not None:
-            self._attach(event.link)
+            self.attachments.attach(event.link)
         elif kind in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH) and event.link is not None:
-            self._detach(event.link, closed=kind == Event.LINK_REMOTE_CLOSE)
+            self.attachments.detach(event.link, closed=kind == Event.LINK_REMOTE_CLOSE)
         elif kind == Event.SESSION_REMOTE_CLOSE and event.session is not None:
             for out in list(self.links.by_sub.values()):
                 if out.link.session == event.session:
-                    self._detach(out.link, closed=False)  # an ended session detaches its links, closes none
+                    self.attachments.detach(out.link, closed=False)  # an ended session detaches its links, closes none
             event.session.close()
         elif kind == Event.CONNECTION_REMOTE_CLOSE:
             for out in list(self.links.by_sub.values()):
-                self._detach(out.link, closed=False)
+                self.attachments.detach(out.link, closed=False)
             self.connection.close()
             self._finish(abrupt=False)
 
@@ -519,174 +511,6 @@ class AmqpConnection:
         self.connection.close()
         self.error = reason
         self._refused = True
-
-    def _unauthorised(self, permission: str, destination: str) -> str | None:
-        """Why this connection's login may not ``permission`` ``destination`` (None: it may)."""
-        if self.auth.permits(self.user, permission, destination):
-            return None
-        return f"not authorised to {permission} {destination!r}"
-
-    def _refuse(self, link: Link, name: str, description: str) -> None:
-        """Refuse an attach: answered with a null terminus, then a detach carrying the error (2.6.3)."""
-        terminus.refuse(link.source if link.is_sender else link.target)
-        link.open()
-        link.condition = Condition(name, description)
-        link.close()
-
-    def _attach(self, link: Link) -> None:
-        if link.is_sender:
-            self._attach_out(link)
-            return
-        remote = link.remote_target
-        link.snd_settle_mode = link.remote_snd_settle_mode
-        link.rcv_settle_mode = link.remote_rcv_settle_mode
-        impl = link._impl
-        if remote.type == Terminus.COORDINATOR:
-            link.target.type = Terminus.COORDINATOR
-            link.target.copy(remote)
-            state = InLink(link, impl, None, frozenset(), coordinator=True)
-        else:
-            caps = terminus.capabilities(remote)
-            destination = core_destination(remote.address, caps)
-            if remote.address is not None and destination is None:
-                self._refuse(link, ERR_NOT_FOUND, f"no such address {remote.address!r}")
-                return
-            refusal = self._unauthorised("write", destination) if destination is not None else None
-            if refusal is not None:
-                self._refuse(link, ERR_UNAUTHORIZED, refusal)
-                return
-            link.target.copy(remote)
-            link.source.copy(link.remote_source)
-            link.max_message_size = self.max_message_size
-            if remote.dynamic:  # a temporary queue or topic (the AMQP JMS mapping), deleted with the connection
-                destination = self._temporary(caps)
-                link.target.address = destination
-            state = InLink(link, impl, destination, caps)
-        self.links.add_in(state)
-        link.open()
-        self._grant(state, self.receive_window)
-        state.visible = state.granted
-
-    def _temporary(self, caps: frozenset[str]) -> str:
-        address = terminus.temporary_address(self.conn_id, next(self._sub_ids), caps)
-        self._temporaries.append(address)
-        return address
-
-    def _attach_out(self, link: Link) -> None:
-        remote = link.remote_source
-        caps = terminus.capabilities(remote)
-        if terminus.names_no_node(remote):
-            self._reattach(link)
-            return
-        if remote.dynamic:
-            link.source.copy(remote)
-            destination = self._temporary(caps)
-            link.source.address = destination
-        else:
-            found = core_destination(remote.address, caps)
-            if found is None:
-                self._refuse(link, ERR_NOT_FOUND, f"no such source address {remote.address!r}")
-                return
-            destination = found
-            link.source.copy(remote)
-        try:
-            selector, no_local = terminus.applied_filters(remote, link.source)
-        except SelectorError as exc:
-            self.core.tracer.trace("JMS-3.8-INVALID-SELECTOR-REFUSED", destination)
-            self._refuse(link, ERR_INVALID_FIELD, f"invalid {exc}")  # "invalid selector: <what> at position N"
-            return
-        browse = terminus.is_browser(remote, destination)
-        shared = terminus.shared_key(link.name, caps, self.connection.remote_container or "", destination)
-        durable = None if browse else self._durable_key(link, destination)
-        if durable is not None and shared is not None:
-            durable = shared
-        self._answer_out(link, destination, durable, selector, no_local, browse=browse, shared=shared)
-
-    def _reattach(self, link: Link) -> None:
-        """A receiver link with no source node: the AMQP JMS mapping's reattach to the durable subscription
-        the link's name names (how Qpid JMS unsubscribes: it then closes the link). Answered with the
-        subscription's source, or refused with a null one when there is no such subscription."""
-        key = (self.connection.remote_container or "", terminus.subscription_name(link.name))
-        found = self.core.durable_subscription(key)
-        if found is None:
-            self._refuse(link, ERR_NOT_FOUND, f"no durable subscription {key[1]!r} of client {key[0]!r}")
-            return
-        topic, selector_text, no_local = found
-        terminus.describe_durable(link.source, topic, selector_text, no_local)
-        self._answer_out(link, topic, key, parse_selector(selector_text), no_local)
-
-    def _answer_out(self, link: Link, destination: str, durable: DurableKey | None, selector: Selector | None,
-                    no_local: bool, *, browse: bool = False, shared: DurableKey | None = None) -> None:
-        """Answer the attach of a link we send on: its subscription in the core (a browser's when
-        ``browse``), its settle modes as the client asked."""
-        link.target.copy(link.remote_target)
-        link.snd_settle_mode = link.remote_snd_settle_mode
-        link.rcv_settle_mode = link.remote_rcv_settle_mode
-        ack = AckMode.AUTO if link.remote_snd_settle_mode == Link.SND_SETTLED else AckMode.CLIENT_INDIVIDUAL
-        sub = f"{link.name}#{next(self._sub_ids)}"
-        refusal = None if destination in self._temporaries else self._unauthorised("read", destination)
-        if refusal is None and durable is not None:
-            refusal = self._unauthorised("admin", destination)
-        if refusal is not None:
-            self._refuse(link, ERR_UNAUTHORIZED, refusal)
-            return
-        if durable is not None:
-            self.auth.durable_held(durable[0], self.user)
-        out = OutLink(link=link, impl=link._impl, sub=sub, ack=ack, durable=durable)
-        try:
-            if browse:
-                effects = self.core.browse(self.conn_id, sub, destination, ack=ack, selector=selector)
-            else:
-                effects = self.core.subscribe(self.conn_id, sub, destination, ack=ack, credit=0, durable=durable,
-                                              selector=selector, no_local=no_local, shared=shared)
-        except CoreError as exc:
-            self._refuse(link, ERR_INVALID_FIELD, exc.message)
-            return
-        self.links.add_out(out)
-        link.open()
-        self._run(effects)
-
-    def _durable_key(self, link: Link, destination: str) -> DurableKey | None:
-        """A link that receives from a topic with a durable source (``configuration`` or
-        ``unsettled-state``) consumes the durable subscription named by the client's container id and
-        the link's name, as the AMQP JMS mapping does (docs/amqp-mapping.md)."""
-        if link.remote_source.durability == Terminus.NONDURABLE or not destination.startswith(TOPIC_PREFIX):
-            return None
-        return (self.connection.remote_container or "", link.name)
-
-    def _detach(self, link: Link, *, closed: bool = True) -> None:
-        """The client ended a link: ``closed`` (detach with closed=true) destroys it, and with it the
-        durable subscription it consumed; a bare detach (closed=false) suspends it, and is answered
-        alike: a durable subscription keeps collecting messages for a later attach."""
-        state = self.links.remove(link._impl)
-        if isinstance(state, OutLink):
-            self._unsubscribe(state)
-            if closed and state.durable is not None:
-                with contextlib.suppress(CoreError):  # not there any more: nothing to delete
-                    self._run(self.core.remove_durable(self.conn_id, state.durable))
-        if not link.state & Endpoint.LOCAL_CLOSED:
-            if closed:
-                link.close()
-            else:
-                link.detach()
-
-    def _unsubscribe(self, out: OutLink) -> None:
-        """The link we sent on is gone: its subscription ends in the core, which puts back what is
-        still unsettled on it (redelivered), as at a detach."""
-        self.links.by_sub.pop(out.sub, None)
-        if self.core.has_subscription(self.conn_id, out.sub):
-            self._run(self.core.unsubscribe(self.conn_id, out.sub))
-
-    def _close_link(self, impl: Ptr, name: str, description: str) -> None:
-        """End a link with an error (its state is dropped: later transfers and dispositions are ignored;
-        a link we sent on gives its unsettled messages back, since the client's detach that answers our
-        close finds no state left)."""
-        state = self.links.remove(impl)
-        if state is not None:
-            state.link.condition = Condition(name, description)
-            state.link.close()
-            if isinstance(state, OutLink):
-                self._unsubscribe(state)
 
     # -- flow -----------------------------------------------------------------------------------------
 
@@ -785,7 +609,7 @@ class AmqpConnection:
         if not dlv or _delivery_pending(dlv) <= self.max_message_size:
             return False
         self._flush_batches()
-        self._close_link(state.impl, ERR_MESSAGE_SIZE, f"message larger than {self.max_message_size} bytes")
+        self.attachments.close_link(state.impl, ERR_MESSAGE_SIZE, f"message larger than {self.max_message_size} bytes")
         return True
 
     def _take(self, dlv: Ptr, state: InLink) -> None:
@@ -795,14 +619,14 @@ class AmqpConnection:
         if state.received > state.visible:
             # more transfers than all the credit the client had seen (2.6.7): detach the link
             self._flush_batches()
-            self._close_link(impl, ERR_TRANSFER_LIMIT, "transfer sent without link credit")
+            self.attachments.close_link(impl, ERR_TRANSFER_LIMIT, "transfer sent without link credit")
             return
         got = _link_recv(impl, self._recv_view, self._recv_size)  # _recv's usual case, inline
         payload = self._recv_bytes[:got].tobytes() if 0 < got < self._recv_size else self._recv(impl, got)
         _link_advance(impl)
         if len(payload) > self.max_message_size:  # arrived whole in one read (else _check_size saw it)
             self._flush_batches()
-            self._close_link(impl, ERR_MESSAGE_SIZE, f"message larger than {self.max_message_size} bytes")
+            self.attachments.close_link(impl, ERR_MESSAGE_SIZE, f"message larger than {self.max_message_size} bytes")
             return
         faults = self.core.faults
         if (state.coordinator or _delivery_remote_state(dlv) == TRANSACTIONAL_STATE
@@ -876,7 +700,7 @@ class AmqpConnection:
                     try:
                         self._run(self.core.settle(self.conn_id, delivery_id, ACCEPT, cumulative=False))
                     except CoreError as exc:
-                        self._close_link(out.impl, ERR_NOT_ALLOWED, exc.message)
+                        self.attachments.close_link(out.impl, ERR_NOT_ALLOWED, exc.message)
                         return
                 return
             self._run(effects)
@@ -959,7 +783,7 @@ class AmqpConnection:
 
     def _relay_refused(self, dlv: Ptr, destination: str) -> bool:
         """A transfer through the anonymous relay to a destination this login may not write: rejected."""
-        refusal = self._unauthorised("write", destination)
+        refusal = self.attachments.unauthorised("write", destination)
         if refusal is None:
             return False
         self._reject_transfer(dlv, ERR_UNAUTHORIZED, refusal)
@@ -997,7 +821,7 @@ class AmqpConnection:
             if receiving:
                 self._answer(dlv, REJECTED, condition=cond)
             else:
-                self._close_link(_delivery_link(dlv), cond.name, cond.description or "")
+                self.attachments.close_link(_delivery_link(dlv), cond.name, cond.description or "")
             return False, None
         return True, txn_id
 
@@ -1086,7 +910,7 @@ class AmqpConnection:
             effects = self.core.settle(self.conn_id, delivery_id, settlement, cumulative=False, tx=tx,
                                        confirm=confirm)
         except CoreError as exc:
-            self._close_link(out.impl, ERR_NOT_ALLOWED, exc.message)
+            self.attachments.close_link(out.impl, ERR_NOT_ALLOWED, exc.message)
             return
         if tx is not None:
             self._coordinator.txns[tx].deliveries.append((dlv, bool(_delivery_settled(dlv)), out, delivery_id))

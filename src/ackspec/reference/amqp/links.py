@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from proton import Link
 
 from ackspec.reference.amqp.dispositions import Ptr
+from ackspec.reference.amqp.proton_c import lib
 from ackspec.reference.broker import AckMode
 from ackspec.reference.broker.state import DurableKey
 
@@ -52,6 +53,12 @@ class OutLink:
     core_credit: int = 0  # credit as the core counts it (decremented per Deliver)
     ids: dict[Ptr, int] = field(default_factory=dict)  # unsettled, no outcome yet: delivery -> core delivery id
     durable: DurableKey | None = None  # (container id, link name) of the durable subscription it consumes
+
+
+def grant(state: InLink, credit: int) -> None:
+    """Give the client ``credit`` more transfers on a link it sends on."""
+    state.granted += credit
+    lib.pn_link_flow(state.impl, credit)
 
 
 class LinkTable:
