@@ -416,14 +416,17 @@ class AmqpConnection:
             delivery_id = out.ids.get(dlv)
             if delivery_id is None:
                 return  # pre-settled, or its outcome is already being applied
-        if (out is self._accepts_on and not self._publishes
-                and _delivery_remote_state(dlv) == ACCEPTED and _delivery_settled(dlv)):
-            # _disposition's common case, inline: a settled acceptance, batched
+        if _delivery_remote_state(dlv) == ACCEPTED and _delivery_settled(dlv):
+            # the common case, batched (see _flush_batches): a settled acceptance, nobody waits for us
             del out.ids[dlv]
             _delivery_settle(dlv)
+            if out is not self._accepts_on or self._publishes:
+                self._flush_batches()
+                self._accepts_on = out
             self._accepts.append(delivery_id)
             return
-        self._disposition(dlv, out)
+        self._disposition(dlv, out, delivery_id)
+
     def _process(self) -> None:
         self._dispatch()
         self._replenish()
@@ -636,18 +639,10 @@ class AmqpConnection:
             self._transfer_one(dlv, state, payload)
             return
         # the common case: a plain message outside any transaction, batched (see _flush_batches)
-        try:
-            # the plainest messages by read_message's shortcut, without its two calls around it
-            incoming = (read_plain(payload) if len(payload) > 12 else None) or read_incoming(payload)
-        except Exception as exc:
-            self._reject_transfer(dlv, ERR_DECODE, f"undecodable message: {exc}")
+        read = self._incoming(dlv, state, payload)
+        if read is None:
             return
-        destination = state.destination or core_destination(incoming.to, state.caps)
-        if destination is None:
-            self._reject_transfer(dlv, ERR_NOT_FOUND, NO_ADDRESS)
-            return
-        if state.destination is None and self.auth.acl is not None and self._relay_refused(dlv, destination):
-            return
+        incoming, destination = read
         if incoming.typed is not None:  # kept with its types: published on its own
             self._flush_batches()
             self._open_in.add(dlv)
@@ -717,7 +712,7 @@ class AmqpConnection:
         if not effects:
             return
         conn_id = self.conn_id
-        open_in = self._open_in
+        outcome = self._outcome
         rest: list[Effect] = []
         answered = False
         for e in effects:
@@ -727,11 +722,7 @@ class AmqpConnection:
                     if rest:
                         self.hub.apply(rest)
                         rest = []
-                    dlv = token.delivery
-                    if dlv in open_in:
-                        open_in.discard(dlv)
-                        _delivery_update(dlv, ACCEPTED)
-                        _delivery_settle(dlv)
+                    outcome(token.delivery, ACCEPTED)
                     answered = True
                     continue
             rest.append(e)
@@ -750,18 +741,27 @@ class AmqpConnection:
             known, tx = self._transaction_of(dlv, receiving=True)
             if not known:
                 return
+        read = self._incoming(dlv, state, payload)
+        if read is not None:
+            self._publish_one(dlv, read[0], read[1], tx)
+
+    def _incoming(self, dlv: Ptr, state: InLink, payload: bytes) -> tuple[Incoming, str] | None:
+        """The message of a complete transfer and the core destination it goes to; None when the transfer
+        was rejected instead (undecodable, no address, or through the anonymous relay to a destination
+        this login may not write)."""
         try:
-            incoming = read_incoming(payload)
+            # the plainest messages by read_message's shortcut, without its two calls around it
+            incoming = (read_plain(payload) if len(payload) > 12 else None) or read_incoming(payload)
         except Exception as exc:
             self._reject_transfer(dlv, ERR_DECODE, f"undecodable message: {exc}")
-            return
+            return None
         destination = state.destination or core_destination(incoming.to, state.caps)
         if destination is None:
             self._reject_transfer(dlv, ERR_NOT_FOUND, NO_ADDRESS)
-            return
+            return None
         if state.destination is None and self.auth.acl is not None and self._relay_refused(dlv, destination):
-            return
-        self._publish_one(dlv, incoming, destination, tx)
+            return None
+        return incoming, destination
 
     def _publish_one(self, dlv: Ptr, incoming: Incoming, destination: str, tx: str | None) -> None:
         """One transfer handed to the core on its own (off the batched path), answered when confirmed."""
@@ -833,21 +833,29 @@ class AmqpConnection:
 
     def _answer(self, dlv: Ptr, state: int, *, condition: Condition | None = None,
                 data: list[Any] | None = None) -> None:
-        """Our outcome for a transfer, settled (once: a delivery we settled already is left alone)."""
-        if dlv not in self._open_in:
-            return
-        self._open_in.discard(dlv)
-        if condition is not None or data is not None:
+        """Our outcome for a transfer, settled (:meth:`_outcome`), and the output handed over."""
+        if self._outcome(dlv, state, condition, data):
+            self.on_output()
+
+    def _outcome(self, dlv: Ptr, state: int, condition: Condition | None = None,
+                 data: list[Any] | None = None) -> bool:
+        """Our outcome ``state`` for transfer ``dlv``, settled, once: a delivery we settled already is left
+        alone (returns whether it was answered now). Every unsettled transfer comes here."""
+        open_in = self._open_in
+        if dlv not in open_in:
+            return False
+        open_in.discard(dlv)
+        if condition is None and data is None:
+            _delivery_update(dlv, state)
+        else:
             wrapper = wrap(dlv)
             if condition is not None:
                 wrapper.local.condition = condition
             if data is not None:
                 wrapper.local.data = data
             wrapper.update(state)
-        else:
-            _delivery_update(dlv, state)
         _delivery_settle(dlv)
-        self.on_output()
+        return True
 
     def _end_txn(self, txn: Txn, rolled_back: bool) -> None:
         """The transaction is over: settle its dispositions; after a rollback the ones the client left
@@ -861,10 +869,9 @@ class AmqpConnection:
 
     # -- dispositions from the client -------------------------------------------------------------
 
-    def _disposition(self, dlv: Ptr, out: OutLink) -> None:
-        delivery_id = out.ids.get(dlv)
-        if delivery_id is None:
-            return  # pre-settled, or its outcome is already being applied
+    def _disposition(self, dlv: Ptr, out: OutLink, delivery_id: int) -> None:
+        """The client's outcome for our unsettled delivery ``dlv`` (core delivery ``delivery_id``) of ``out``,
+        other than a settled acceptance (:meth:`_on_delivery` batches those)."""
         state = _delivery_remote_state(dlv)
         if state == ACCEPTED:
             settlement = ACCEPT
@@ -883,14 +890,6 @@ class AmqpConnection:
             tx = None
         del out.ids[dlv]
         confirm: Token | None = None
-        if settlement is ACCEPT and tx is None and _delivery_settled(dlv):
-            # the common case, batched (see _flush_batches): the client settled, nobody waits for us
-            _delivery_settle(dlv)
-            if out is not self._accepts_on or self._publishes:
-                self._flush_batches()
-                self._accepts_on = out
-            self._accepts.append(delivery_id)
-            return
         self._flush_batches()
         if settlement is not ACCEPT and (self.connection.state | out.link.state) & Endpoint.REMOTE_CLOSED:
             # the client ends the link (or connection) right after: what goes back must not be sent again
@@ -987,10 +986,8 @@ class AmqpConnection:
         if kind == "transfer":
             if token.extra:  # transactional: report the presumptive outcome (4.4.1)
                 self._answer(dlv, TRANSACTIONAL_STATE, data=[transaction_id(dlv), Described(ulong(ACCEPTED), [])])
-            elif dlv in self._open_in:  # _answer(dlv, ACCEPTED) inlined: every unsettled transfer comes here
-                self._open_in.discard(dlv)
-                _delivery_update(dlv, ACCEPTED)
-                _delivery_settle(dlv)
+            else:
+                self._outcome(dlv, ACCEPTED)  # the output is handed over by the caller
         elif kind == "settle":
             self._settle_out(dlv)
         elif kind == "discharge":
