@@ -192,9 +192,7 @@ class BrokerCore:
         whose consumers share its messages (each goes to one of them); with ``durable`` (the same key) a
         shared durable one, else it lives as long as it has a consumer.
         """
-        c = self._conn(conn)
-        if sub in c.subs:
-            raise CoreError(f"subscription id {sub!r} already in use on this connection", "STOMP-SUBSCRIBE-ID-UNIQUE")
+        c = self._new_subscription(conn, sub)
         if prefetch is not None and prefetch < 0:
             raise CoreError("prefetch must be >= 0")
         topic = destination_kind(destination) is DestinationKind.TOPIC
@@ -315,9 +313,7 @@ class BrokerCore:
         """A queue browser (JMS QueueBrowser, AMQP ``distribution-mode copy``): the messages the queue holds
         now, in the order it would deliver them, handed out as AMQP credit allows (see :meth:`add_credit`)
         and left in the queue; settling a browsed copy (``ack`` not AUTO) changes nothing."""
-        c = self._conn(conn)
-        if sub in c.subs:
-            raise CoreError(f"subscription id {sub!r} already in use on this connection", "STOMP-SUBSCRIBE-ID-UNIQUE")
+        c = self._new_subscription(conn, sub)
         q = self.store.queue(destination)
         shown = deque(e for e in q.messages() if selector is None or selector.matches(e.msg))
         c.subs[sub] = Sub(c, sub, destination, q, ack, None, 0, selector=selector, browsing=shown)
@@ -490,6 +486,13 @@ class BrokerCore:
         if s is None:
             raise CoreError(f"no subscription with id {sub!r}")
         return s
+
+    def _new_subscription(self, conn: ConnId, sub: str) -> Conn:
+        """Open connection ``conn``, which has no subscription ``sub`` yet; raises :class:`CoreError` otherwise."""
+        c = self._conn(conn)
+        if sub in c.subs:
+            raise CoreError(f"subscription id {sub!r} already in use on this connection", "STOMP-SUBSCRIBE-ID-UNIQUE")
+        return c
 
     def _tx(self, c: Conn, tx: str) -> Tx:
         return transaction(c, tx)

@@ -16,6 +16,22 @@ from ackspec.reference.broker.store import Store
 from ackspec.reference.broker.trace import Tracer
 
 
+def unsettled(c: Conn, delivery_id: int) -> Sub:
+    """The consumer whose delivery ``delivery_id`` (of connection ``c``) awaits its settlement; raises
+    :class:`CoreError` when there is none."""
+    s = c.deliveries.get(delivery_id)
+    if s is None or delivery_id not in s.unacked:
+        raise CoreError(f"unknown delivery id {delivery_id} (not delivered, or already settled)",
+                        "STOMP-ACK-UNKNOWN-ID-ERROR")
+    return s
+
+
+def not_in_transaction(s: Sub, delivery_id: int) -> None:
+    """Raises :class:`CoreError` when delivery ``delivery_id`` of ``s`` is settled in an open transaction."""
+    if delivery_id in s.in_tx:
+        raise CoreError(f"delivery {delivery_id} already settled in an open transaction")
+
+
 class Settler:
     """Applies settlements to the deliveries of a connection's consumers."""
 
@@ -34,9 +50,7 @@ class Settler:
             del c.deliveries[delivery_id]
             self.tracer.trace("AMQP-JMS-BROWSE-LEAVES-MESSAGES", s.destination)
             return [Confirm(conn, confirm)] if confirm is not None else []
-        if s is None or delivery_id not in s.unacked:
-            raise CoreError(f"unknown delivery id {delivery_id} (not delivered, or already settled)",
-                            "STOMP-ACK-UNKNOWN-ID-ERROR")
+        s = unsettled(c, delivery_id)
         t = transaction(c, tx) if tx is not None else None
         ids = self._settled_ids(s, delivery_id, settlement, cumulative)
         out: list[Effect] = []
@@ -71,8 +85,7 @@ class Settler:
             self.tracer.trace("STOMP-ACK-CLIENT-CUMULATIVE" if settlement.outcome is Outcome.ACCEPTED
                               else "STOMP-NACK-CLIENT-CUMULATIVE", s.destination)
             return ids
-        if delivery_id in s.in_tx:
-            raise CoreError(f"delivery {delivery_id} already settled in an open transaction")
+        not_in_transaction(s, delivery_id)
         if s.ack_mode is AckMode.CLIENT_INDIVIDUAL:
             self.tracer.trace("STOMP-ACK-CLIENT-INDIVIDUAL", s.destination)
         return [delivery_id]
@@ -83,12 +96,7 @@ class Settler:
         dispatched once, at the end."""
         deliveries = c.deliveries
         for d in delivery_ids:
-            s = deliveries.get(d)
-            if s is None or d not in s.unacked:
-                raise CoreError(f"unknown delivery id {d} (not delivered, or already settled)",
-                                "STOMP-ACK-UNKNOWN-ID-ERROR")
-            if d in s.in_tx:
-                raise CoreError(f"delivery {d} already settled in an open transaction")
+            not_in_transaction(unsettled(c, d), d)
         if len(set(delivery_ids)) != len(delivery_ids):
             raise CoreError("a delivery id is settled twice", "STOMP-ACK-UNKNOWN-ID-ERROR")
         out: list[Effect] = []

@@ -7,12 +7,14 @@ copies and removals) and a rollback gives settled deliveries back (STOMP, JMS) o
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ackspec.reference.broker.dispatch import Dispatcher
 from ackspec.reference.broker.effects import Confirm, Effect, JournalAppend
-from ackspec.reference.broker.model import CoreConfig
+from ackspec.reference.broker.model import CoreConfig, Settlement
 from ackspec.reference.broker.records import Committed
 from ackspec.reference.broker.settlement import Settler
-from ackspec.reference.broker.state import Conn, CoreError, Queue, Tx, transaction
+from ackspec.reference.broker.state import Conn, CoreError, Queue, Sub, Tx, transaction
 from ackspec.reference.broker.store import Store
 from ackspec.reference.broker.topics import Copy, Topics
 from ackspec.reference.broker.trace import Tracer
@@ -48,11 +50,7 @@ class Transactions:
         removed: list[str] = []
         pending: list[Effect] = []
         touched: dict[int, Queue] = {}
-        for d, st in t.settles:
-            s = c.deliveries.get(d)
-            if s is None or d not in s.unacked:
-                continue
-            s.in_tx.discard(d)
+        for s, d, st in _open_settles(c, t):
             self.settler.apply(s, d, st, pending, removed)
             touched[id(s.queue)] = s.queue
         journaled = bool(stored or removed or copies)
@@ -88,11 +86,7 @@ class Transactions:
         del c.txs[tx]
         out: list[Effect] = []
         touched: dict[int, Queue] = {}
-        for d, _st in t.settles:
-            s = c.deliveries.get(d)
-            if s is None or d not in s.unacked:
-                continue
-            s.in_tx.discard(d)
+        for s, d, _st in _open_settles(c, t):
             if redeliver_settled:
                 entry = s.unacked.pop(d)
                 del c.deliveries[d]
@@ -104,3 +98,14 @@ class Transactions:
         if confirm is not None:
             out.append(Confirm(c.conn_id, confirm))
         return out
+
+
+def _open_settles(c: Conn, t: Tx) -> Iterator[tuple[Sub, int, Settlement]]:
+    """The settlements of ``t`` whose deliveries still await them (a consumer that went gave its deliveries
+    back), each taken out of the transaction as it is yielded."""
+    for d, st in t.settles:
+        s = c.deliveries.get(d)
+        if s is None or d not in s.unacked:
+            continue
+        s.in_tx.discard(d)
+        yield s, d, st
