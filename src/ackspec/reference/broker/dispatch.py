@@ -22,6 +22,10 @@ PASS_OVER_LIMIT = 200
 """Messages one dispatch passes over while they wait for a blocked consumer (see Dispatcher.dispatch);
 ActiveMQ looks at most at a page of 200 messages (maxPageSize) the same way."""
 
+_new = tuple.__new__
+"""Builds a ``Deliver`` without its named tuple's Python-level ``__new__`` (the hottest line of the core)."""
+_AUTO = AckMode.AUTO
+
 
 class Dispatcher:
     """Delivers queued messages to consumers with room, and numbers the deliveries."""
@@ -149,13 +153,12 @@ class Dispatcher:
         if credit is not None:
             s.credit = credit - 1
         msg = entry.msg
-        # a Deliver built without its named tuple's Python-level __new__ (the hottest line of the core)
-        out.append(tuple.__new__(Deliver, (c.conn_id, s.sub_id, did, msg, entry.redelivered, entry.delivery_count)))
+        out.append(_new(Deliver, (c.conn_id, s.sub_id, did, msg, entry.redelivered, entry.delivery_count)))
         if entry.redelivered:
             self.tracer.trace("JMS-3.4.7-REDELIVERED-SET", msg.destination)
         if c.room is not None:
             self.spend_room(c, c.room - entry.size)
-        if s.ack_mode is AckMode.AUTO:
+        if s.ack_mode is _AUTO:
             if self.store.journaled:
                 self.store.remove(entry, out, None)
         else:
