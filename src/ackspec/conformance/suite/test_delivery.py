@@ -41,12 +41,10 @@ def test_order_per_producer(harness: Harness) -> None:
     harness.check_history({"order", "duplicate"})
 
 
-@requirement("STOMP-SUBSCRIBE-PREFETCH", "AMQ-PREFETCH-PUSH-BOUND", "JMS-6.2.10-CLIENT-ACK-BACKLOG-BOUND")
+@requirement("STOMP-SUBSCRIBE-PREFETCH", "AMQ-PREFETCH-PUSH-BOUND")
 def test_prefetch_bounds_unacked_deliveries(harness: Harness) -> None:
     """Over the catalogue's prefetch domain (1.., capped per run), any backlog beyond it and any number
-    of acknowledgements: the broker fills the prefetch, sends one more per ACK, and never more. The
-    prefetch is the bound a client-acknowledging subscription requests on its unacknowledged backlog
-    (JMS 6.2.10's, whose ``limit`` has the same domain)."""
+    of acknowledgements: the broker fills the prefetch, sends one more per ACK, and never more."""
 
     @hypothesis_settings()
     @hypothesis_seed()
@@ -87,7 +85,7 @@ def _prefetch_example(harness: Harness, n: int, total: int, acks: int) -> None:
         if d is not None:
             second.append(d)
     checks = Checks()
-    for rid in (req.STOMP_SUBSCRIBE_PREFETCH, req.AMQ_PREFETCH_PUSH_BOUND, req.JMS_6_2_10_CLIENT_ACK_BACKLOG_BOUND):
+    for rid in (req.STOMP_SUBSCRIBE_PREFETCH, req.AMQ_PREFETCH_PUSH_BOUND):
         checks.check(not extra, f"prefetch {n}: {n + len(extra)} unacknowledged deliveries reached the "
                      f"subscription (extra seqs {seqs(extra)})", requirement=rid)
     checks.done()
