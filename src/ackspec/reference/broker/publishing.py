@@ -17,6 +17,9 @@ from ackspec.reference.broker.topics import Topics
 from ackspec.reference.broker.trace import Tracer
 from ackspec.reference.broker.typed import Typed
 
+_new = tuple.__new__
+"""Builds a named tuple (a ``Message``, a ``Confirm``) without its Python-level ``__new__`` (once per message)."""
+
 
 class Publisher:
     """Takes in published messages."""
@@ -39,9 +42,9 @@ class Publisher:
         if t is None and q is not None:
             self._to_queue(conn, q, body, headers, persistent, confirm, typed, out)
             return out
-        if q is not None and self._full(conn, q, confirm, out):
+        msg = self._admit(conn, q, destination, body, headers, persistent, typed, confirm, out)
+        if msg is None:
             return out
-        msg = self._message(conn, destination, body, headers, persistent, typed)
         if t is not None:
             if len(t.sends) + len(t.settles) >= self.config.max_transaction_size:
                 raise CoreError("transaction too large")
@@ -73,26 +76,23 @@ class Publisher:
     def _to_queue(self, conn: ConnId, q: Queue, body: bytes, headers: Headers, persistent: bool,
                   confirm: object, typed: Typed | None, out: list[Effect]) -> None:
         """Publish one message to queue ``q`` outside any transaction."""
-        if self._full(conn, q, confirm, out):
+        msg = self._admit(conn, q, q.name, body, headers, persistent, typed, confirm, out)
+        if msg is None:
             return
-        journaled = self.route(q, self._message(conn, q.name, body, headers, persistent, typed), out)
-        if confirm is not None:  # a Confirm built without its named tuple's Python-level __new__ (hot path)
-            out.append(tuple.__new__(Confirm, (conn, confirm, journaled and self.config.sync_non_transactional)))
-
-    def _full(self, conn: ConnId, q: Queue, confirm: object, out: list[Effect]) -> bool:
-        """Whether ``q`` is full (``config.max_queue_depth``): then the message is refused."""
-        if len(q.ready) + len(q.returned) + len(q.parked) < self.config.max_queue_depth:
-            return False
+        journaled = self.route(q, msg, out)
         if confirm is not None:
-            out.append(Reject(conn, confirm, f"queue {q.name} is full"))
-        return True
+            out.append(_new(Confirm, (conn, confirm, journaled and self.config.sync_non_transactional)))
 
-    def _message(self, conn: ConnId, destination: str, body: bytes, headers: Headers, persistent: bool,
-                 typed: Typed | None) -> Message:
-        """The next message, numbered (its id: this broker's boot id and its publication number)."""
+    def _admit(self, conn: ConnId, q: Queue | None, destination: str, body: bytes, headers: Headers,
+               persistent: bool, typed: Typed | None, confirm: object, out: list[Effect]) -> Message | None:
+        """The next message, numbered (its id: this broker's boot id and its publication number); None when
+        queue ``q`` is full (``config.max_queue_depth``: the message is refused)."""
+        if q is not None and len(q.ready) + len(q.returned) + len(q.parked) >= self.config.max_queue_depth:
+            if confirm is not None:
+                out.append(Reject(conn, confirm, f"queue {q.name} is full"))
+            return None
         seq = next(self.store.seq)
-        return tuple.__new__(Message, (f"{self.boot_id}-{seq}", destination, body, headers, persistent, conn, seq,
-                                       typed))
+        return _new(Message, (f"{self.boot_id}-{seq}", destination, body, headers, persistent, conn, seq, typed))
 
     def route(self, q: Queue | None, msg: Message, out: list[Effect]) -> bool:
         """Enqueue ``msg`` in queue ``q`` (None: in the subscriptions of its topic), journalled if persistent,
@@ -104,7 +104,8 @@ class Publisher:
                 store.journal(msg, out)
                 journaled = True
             q.enqueue(store.entry(msg))
-            self.dispatcher.dispatch(q, out)
+            if q.consumers:
+                self.dispatcher.dispatch(q, out)
             return journaled
         journaled = False
         for sq, copy, record in self.topics.copies(msg):
