@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from proton import UNDESCRIBED, Array, Data, Described, symbol, ubyte, uint, ulong
 
+from ackspec.conformance.rawsocket import recv_before
 from ackspec.reference.amqp.framing import AMQP_FRAME, SASL_FRAME, FrameSplitter, performative_frame, read_header
 
 SASL_HEADER: Final = b"AMQP\x03\x01\x00\x00"
@@ -168,16 +169,11 @@ class RawAmqp:
 
     def _fill(self, deadline: float) -> bool:
         """Read more bytes; False on timeout or end of stream."""
-        remaining = deadline - time.monotonic()
-        if self.eof or remaining <= 0:
+        if self.eof:
             return False
-        self.sock.settimeout(remaining)
-        try:
-            chunk = self.sock.recv(65536)
-        except TimeoutError:
+        chunk = recv_before(self.sock, deadline)
+        if chunk is None:
             return False
-        except OSError:
-            chunk = b""
         if not chunk:
             self.eof = True
             return False

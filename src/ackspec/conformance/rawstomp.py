@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import websocket
 
+from ackspec.conformance.rawsocket import recv_before
+
 _ESCAPES = {"\\n": "\n", "\\r": "\r", "\\c": ":", "\\\\": "\\"}
 
 
@@ -95,16 +97,8 @@ class RawStomp:
         """Read more bytes; False on timeout or end of stream."""
         if self.eof:
             return False
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        self.sock.settimeout(remaining)
-        try:
-            chunk = self.sock.recv(65536)
-        except TimeoutError:
-            return False
-        except OSError:
-            self.eof = True
+        chunk = recv_before(self.sock, deadline)
+        if chunk is None:
             return False
         if not chunk:
             self.eof = True
