@@ -227,6 +227,15 @@ SESSION_STEPS = st.one_of(_RECEIVE, _RECEIVE, st.just(("acknowledge", 0)), st.ju
 recovers only matter once several messages are out), acknowledge, or recover."""
 
 
+def _filled_queues(env: Env, feeder: ClientUnderTest, producer: str, tag: str, fills: list[int]) -> list[str]:
+    """One fresh queue per entry of ``fills``, holding that many persistent messages with bodies b"0", b"1", ..."""
+    queues = [env.queue(f"{tag}.c{i}") for i in range(len(fills))]
+    for q, count in zip(queues, fills, strict=True):
+        for i in range(count):
+            feeder.sync_send(producer, q, b"%d" % i, persistent=True)
+    return queues
+
+
 @dataclass
 class _SessionModel:
     """What a CLIENT_ACKNOWLEDGE session must do: acknowledge() consumes everything the session delivered so
@@ -281,10 +290,7 @@ def test_client_ack_session_over_any_receives_acknowledges_and_recovers(make_cut
            steps=st.lists(SESSION_STEPS, min_size=1, max_size=12))
     def as_the_model(ack_mode: int, fills: list[int], steps: list[tuple[str, int]]) -> None:
         example = next(examples)
-        queues = [env.queue(f"x{example}.c{i}") for i in range(len(fills))]
-        for q, count in zip(queues, fills, strict=True):
-            for i in range(count):
-                feeder.sync_send(fp, q, b"%d" % i, persistent=True)
+        queues = _filled_queues(env, feeder, fp, f"x{example}", fills)
         s = cut.session(ack_mode=ack_mode)
         consumers = [cut.consumer(s, q) for q in queues]
         model = _SessionModel([[b"%d" % i for i in range(count)] for count in fills])
@@ -771,10 +777,7 @@ def test_rollback_redelivers_oldest_first_over_any_prefetch(make_cut: MakeCut, e
            steps=st.lists(TX_STEPS, min_size=3, max_size=12))
     def as_the_model(prefetch: int, fills: list[int], steps: list[tuple[str, int]]) -> None:
         example = next(examples)
-        queues = [env.queue(f"tx{example}.c{i}") for i in range(len(fills))]
-        for q, count in zip(queues, fills, strict=True):
-            for i in range(count):
-                feeder.sync_send(fp, q, b"%d" % i, persistent=True)
+        queues = _filled_queues(env, feeder, fp, f"tx{example}", fills)
         s = cut.session(transacted=True)
         consumers = [cut.consumer(s, q, prefetch=prefetch if own_prefetch else None) for q in queues]
         model = _SessionModel([[b"%d" % i for i in range(count)] for count in fills])
