@@ -54,6 +54,8 @@ class PtyRun:
 
     def wait(self, timeout: float) -> int | None:
         """The exit code (a signal as 128 + n), reading the terminal meanwhile; None if still running."""
+        if self.status is not None:
+            return self.status if self.status >= 0 else 128 - self.status
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._read(0.2)

@@ -2,8 +2,11 @@
 
 Issue 16: nothing showed until the run ended, and Ctrl-C could end in exit 0 with a
 report that did not say the run was cut short. Here the run is watched while it runs
-and interrupted as a user would (^C on the terminal), at two moments: mid-run, and
-before any test finished (start-up and collection).
+and interrupted as a user would (^C on the terminal) at each phase: before any test
+finished (start-up and collection), mid-target, at a target's end (its results written,
+its display still up: where a Ctrl-C once ended in exit 130 with no line at all, the
+line gone into the captured output), while the next target starts, and while the run is
+judged. Each moment is recognised on the screen or in the run directory, with a deadline.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +34,21 @@ def screen(run: PtyRun) -> str:
 def finished_count(text: str) -> int:
     found = DONE_OF_TOTAL.findall(text)
     return int(found[-1][0]) if found else 0
+
+
+def interrupted_line(run: PtyRun) -> str:
+    """After a ^C: exit 130 soon (nothing, a broker thread or a proxy, kept the process alive) and
+    exactly one ``ackspec: interrupted ...`` line on the terminal, never a traceback."""
+    pressed = time.monotonic()
+    assert run.wait(60) == 130, screen(run)[-2000:]
+    assert time.monotonic() - pressed < 60
+    text = screen(run)
+    after = text[text.rindex("^C"):] if "^C" in text else text
+    # the terminal echoes ^C, on the same line as our message or not: either is one line
+    lines = [ln.strip().removeprefix("^C") for ln in after.replace("\r", "\n").splitlines()
+             if ln.strip().removeprefix("^C").startswith("ackspec:")]
+    assert len(lines) == 1 and lines[0].startswith("ackspec: interrupted") and "Traceback" not in text, after
+    return lines[0]
 
 
 @pytest.fixture
@@ -60,16 +78,9 @@ def test_ctrl_c_mid_run_exits_130_in_one_line_and_marks_the_run_interrupted(term
     run = PtyRun.start("run", "--out", str(out), cwd=str(tmp_path))
     terminal.append(run)
     assert run.read_until(lambda t: finished_count(ANSI.sub("", t)) >= 3, START_UP), screen(run)[-2000:]
+    assert "reference (AMQP 1.0)" not in screen(run)  # the ^C comes during the first target
     run.interrupt()
-    pressed = time.monotonic()
-    assert run.wait(60) == 130, screen(run)[-2000:]
-    assert time.monotonic() - pressed < 60  # nothing (a broker thread, a proxy) kept the process alive
-    text = screen(run)
-    after = text[text.rindex("^C"):] if "^C" in text else text
-    # the terminal echoes ^C, on the same line as our message or not: either is one line
-    lines = [ln for ln in after.replace("\r", "\n").splitlines()
-             if ln.strip().removeprefix("^C").startswith("ackspec:")]
-    assert len(lines) == 1 and "interrupted" in lines[0] and "Traceback" not in text, after
+    interrupted_line(run)
     results = json.loads((out / "reference-stomp" / "results.json").read_text(encoding="utf-8"))
     assert results["interrupted"] is True
     assert not (out / "reference-amqp").exists()  # the run stopped: the next target never started
@@ -98,3 +109,55 @@ def test_ctrl_c_before_any_verdict_exits_130_and_leaves_nothing(terminal: list[P
         assert json.loads(results.read_text(encoding="utf-8"))["interrupted"] is True
     else:
         assert not out.exists()  # nothing ran: no run directory at all
+
+
+SMALL = ("--only", "test_ack.py::*")  # a few tests on each target: the phases come within seconds
+
+
+def stomp_results_written(out: Path) -> Callable[[str], bool]:
+    """The first target's end: the suite writes its results at pytest's session finish, while the live
+    display still shows and before the next target starts."""
+    return lambda _: (out / "reference-stomp" / "results.json").exists()
+
+
+def amqp_display_up(out: Path) -> Callable[[str], bool]:
+    """The second target's start: its live display is up (collection done), its first test under way."""
+    return lambda text: "reference (AMQP 1.0)" in ANSI.sub("", text)
+
+
+@pytest.mark.parametrize("moment", [stomp_results_written, amqp_display_up])
+def test_ctrl_c_between_two_targets_marks_the_last_results_and_leaves_no_empty_folder(
+        terminal: list[PtyRun], tmp_path: Path, moment: Callable[[Path], Callable[[str], bool]]) -> None:
+    out = tmp_path / "run"
+    run = PtyRun.start("run", *SMALL, "--out", str(out), cwd=str(tmp_path))
+    terminal.append(run)
+    assert run.read_until(moment(out), START_UP), screen(run)[-2000:]
+    run.interrupt()
+    line = interrupted_line(run)
+    assert "partial results, marked interrupted" in line, line
+    folders = sorted(p for p in out.iterdir() if p.name != "report")
+    assert all((p / "results.json").exists() for p in folders), folders  # no folder of a target that never ran
+    marks = [json.loads((p / "results.json").read_text(encoding="utf-8"))["interrupted"] for p in folders]
+    order = ["reference-stomp", "reference-amqp", "client-reference"]
+    last = max(folders, key=lambda p: order.index(p.name))
+    assert marks[folders.index(last)] is True, (folders, marks)  # the report will say partial
+    report = json.loads((out / "report" / "report.json").read_text(encoding="utf-8"))
+    assert any(r["interrupted"] for r in report["runs"]), report["runs"]
+
+
+def test_ctrl_c_while_the_run_is_judged_removes_the_half_built_report(terminal: list[PtyRun],
+                                                                      tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run = PtyRun.start("run", *SMALL, "--out", str(out), cwd=str(tmp_path))
+    terminal.append(run)
+    assert run.read_until(lambda t: "building the report" in t, 3 * START_UP), screen(run)[-2000:]
+    run.interrupt()
+    if run.wait(60) == 0:
+        pytest.skip("the report was built before the interrupt arrived")
+    line = interrupted_line(run)
+    assert "report not built" in line, line
+    assert not (out / "report").exists()
+    folders = [p for p in out.iterdir()]
+    assert folders and all((p / "results.json").exists() for p in folders), folders
+    # every test ran: the verdicts are complete, so they are not marked partial
+    assert not any(json.loads((p / "results.json").read_text(encoding="utf-8"))["interrupted"] for p in folders)

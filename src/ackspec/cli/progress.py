@@ -106,6 +106,11 @@ class LiveProgress:
             self._progress = None
 
     def _start_live(self) -> None:
+        """Start rich's live display, leaving ``sys.stdout``/``sys.stderr`` alone: by default rich swaps them
+        for proxies and, when stopped, puts back what it found. It starts inside pytest's captured
+        run, so a display stopped after a Ctrl-C escaped pytest put the capture's sink back in place
+        of the terminal, and ``ackspec: interrupted ...`` went into the sink (exit 130, no line). pytest's
+        output is captured anyway: nothing needs printing above the bar."""
         from rich.console import Console  # noqa: PLC0415
         from rich.progress import (  # noqa: PLC0415
             BarColumn,
@@ -120,7 +125,7 @@ class LiveProgress:
         self._progress = Progress(
             TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
             TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=console, transient=True, refresh_per_second=4)
+            console=console, transient=True, refresh_per_second=4, redirect_stdout=False, redirect_stderr=False)
         self._task = self._progress.add_task(self.label, total=self.total, counts=verdict_counts(self.counts))
         self._progress.start()
 

@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ackspec.cli.interruption import INTERRUPTED_EXIT, InterruptWatch
 from ackspec.cli.progress import LiveProgress
@@ -222,28 +222,44 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, targets)
     created = _prepare_out(root, targets)
-    runs: list[TargetRun] = []
+    stderr = sys.stderr  # the user's, whatever pytest or a display does to sys.stderr while the suite runs
     watch = InterruptWatch()
+    with watch:  # to the end: a Ctrl-C while the tables print or the report builds is one line too
+        try:
+            runs, current = _run_targets(args, targets, watch)
+        except AckspecError:
+            _remove(created)  # a run that could not run leaves no run directory (no phantom report column)
+            raise
+        if watch.interrupted:
+            return _interrupted(targets, runs, current, root, created, stderr)
+        ran = [r for r in runs if r.results is not None]
+        for left in (r.target.out for r in runs if r.results is None and r.target.out != root):
+            shutil.rmtree(left, ignore_errors=True)  # a target --only left no test: no phantom run directory
+        if not ran:
+            _remove(created)
+            raise AckspecError(_no_match(args))
+        try:
+            return _judge(args, root, ran)
+        except KeyboardInterrupt:
+            return _interrupted_judging(root, stderr)
+
+
+def _run_targets(args: argparse.Namespace, targets: Sequence[PlannedTarget],
+                 watch: InterruptWatch) -> tuple[list[TargetRun], PlannedTarget | None]:
+    """Each target's pytest run in turn, until a Ctrl-C; the runs and the target the last one began."""
+    from ackspec.conformance.session import new_run_id  # noqa: PLC0415
+
+    runs: list[TargetRun] = []
+    current: PlannedTarget | None = None
     try:
-        with watch:
-            for target in targets:
-                runs.append(_run_target(args, target, new_run_id(), watch))
-                if watch.interrupted:
-                    break
-    except KeyboardInterrupt:  # between two targets' pytest runs
+        for target in targets:
+            current = target
+            runs.append(_run_target(args, target, new_run_id(), watch))
+            if watch.interrupted:
+                break
+    except KeyboardInterrupt:  # outside pytest: between two targets, or while one's results are read
         watch.interrupted = True
-    except AckspecError:
-        _remove(created)  # a run that could not run leaves no run directory (no phantom report column)
-        raise
-    if watch.interrupted:
-        return _interrupted(runs, root, created)
-    ran = [r for r in runs if r.results is not None]
-    for left in (r.target.out for r in runs if r.results is None and r.target.out != root):
-        shutil.rmtree(left, ignore_errors=True)  # a target --only left no test: no phantom run directory
-    if not ran:
-        _remove(created)
-        raise AckspecError(_no_match(args))
-    return _judge(args, root, ran)
+    return runs, current
 
 
 def _remove(created: Path | None) -> None:
@@ -290,8 +306,8 @@ def _run_target(args: argparse.Namespace, target: PlannedTarget, run_id: str, wa
     elapsed = time.monotonic() - started
     results_path = target.out / "results.json"
     results = RunResults.read(results_path) if results_path.exists() else None
-    if watch.interrupted:
-        return TargetRun(target, _mark_interrupted(results, results_path), elapsed, progress.done, progress.total)
+    if watch.interrupted:  # marked by the caller, which knows which target's results are the last
+        return TargetRun(target, results, elapsed, progress.done, progress.total)
     if code == pytest.ExitCode.NO_TESTS_COLLECTED and results is None and (args.only or args.skip):
         return TargetRun(target, None, elapsed)  # --only/--skip leave this target no test
     if results is None or code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
@@ -311,9 +327,9 @@ def _captured(sink: io.StringIO) -> Iterator[None]:
         yield
 
 
-def _mark_interrupted(results: RunResults | None, path: Path) -> RunResults | None:
+def _mark_interrupted(results: RunResults, path: Path) -> RunResults:
     """The partial results, marked interrupted even if the Ctrl-C came where pytest did not see it."""
-    if results is None or results.interrupted:
+    if results.interrupted:
         return results
     marked = dataclasses.replace(results, interrupted=True)
     marked.write(path)
@@ -357,19 +373,47 @@ def _dry_run(args: argparse.Namespace, targets: Sequence[PlannedTarget]) -> int:
     return 0
 
 
-def _interrupted(runs: Sequence[TargetRun], root: Path, created: Path | None) -> int:
-    """One line, exit 130; the partial run directories stay, marked; a run with no result leaves nothing."""
-    kept = [r for r in runs if r.results is not None]
-    last = runs[-1] if runs else None
-    if not kept:
+def _interrupted(targets: Sequence[PlannedTarget], runs: Sequence[TargetRun], current: PlannedTarget | None,
+                 root: Path, created: Path | None, stderr: TextIO) -> int:
+    """One line, exit 130. The targets that wrote results keep them and the last of them is marked
+    interrupted (the Ctrl-C came in it or before the next one finished a test), so the report says
+    partial; a target that wrote none leaves no folder; a run with no result leaves nothing.
+
+    What finished is read from the run directories, not from ``runs``: the Ctrl-C may have come
+    after a target wrote its results but before its run was counted."""
+    finished = [t for t in targets if (t.out / "results.json").exists()]
+    for target in targets:
+        if target not in finished and target.out != root:
+            shutil.rmtree(target.out, ignore_errors=True)
+    if not finished:
         _remove(created)
-        print("ackspec: interrupted before any test finished; nothing written", file=sys.stderr)
+        print("ackspec: interrupted before any test finished; nothing written", file=stderr, flush=True)
         return INTERRUPTED_EXIT
+    last = finished[-1]
+    results = _mark_interrupted(RunResults.read(last.out / "results.json"), last.out / "results.json")
     with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(AckspecError, OSError):
-        _build_report([r.target.out for r in kept], root)
-    where = f"{last.ran} of {last.total} tests of {last.target.label}" if last is not None else "the run"
-    print(f"ackspec: interrupted after {where}: partial results, marked interrupted (not conformant), in {root}",
-          file=sys.stderr)
+        _build_report([t.out for t in finished], root)
+    print(f"ackspec: interrupted {_where(last, results, runs, current)}: partial results, marked interrupted "
+          f"(not conformant), in {root}", file=stderr, flush=True)
+    return INTERRUPTED_EXIT
+
+
+def _where(last: PlannedTarget, results: RunResults, runs: Sequence[TargetRun], current: PlannedTarget | None) -> str:
+    """Where the Ctrl-C came: ``after 12 of 167 tests of reference (STOMP)``, or between two targets."""
+    if current is not None and current != last:
+        return f"after {last.label}, before {current.label} finished a test"
+    counted = [r for r in runs if r.target == last]
+    if counted and counted[-1].total:
+        return f"after {counted[-1].ran} of {counted[-1].total} tests of {last.label}"
+    return f"after {len({t.test for t in results.tests})} tests of {last.label}"
+
+
+def _interrupted_judging(root: Path, stderr: TextIO) -> int:
+    """A Ctrl-C after every test ran, while the tables printed or the report was built: the verdicts
+    are complete and stay as they are; a half-written report is removed, never left to be read."""
+    shutil.rmtree(root / "report", ignore_errors=True)
+    print(f"ackspec: interrupted while judging the run: report not built; the verdicts are complete in {root} "
+          f"('ackspec report {root}' builds the report)", file=stderr, flush=True)
     return INTERRUPTED_EXIT
 
 
