@@ -3,9 +3,11 @@ control API, connection limits. Waits are on receipts/messages with timeouts, ne
 
 from __future__ import annotations
 
+import asyncio
 import json
 import queue
 import selectors
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -14,7 +16,7 @@ import pytest
 import stomp
 
 from ackspec.errors import AckspecError
-from ackspec.reference.server import BrokerServer, EmbeddedBroker
+from ackspec.reference.server import SYNC_GATHER_MIN, BrokerServer, EmbeddedBroker, new_event_loop, timer_floor
 
 from ._req import requirement
 from .raw_stomp import Raw
@@ -170,10 +172,12 @@ def test_group_commit_shares_fsyncs() -> None:
 
 
 @requirement("STOMP-RECEIPT-PERSISTENT-DURABLE")
-def test_group_commit_with_closed_loop_producers() -> None:
+@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
+def test_group_commit_with_closed_loop_producers(event_loop: str) -> None:
     """8 producers, each sending its next persistent SEND only when the previous one's receipt
-    came back (the benchmark's persistent-8 pattern): they still share fsyncs."""
-    with EmbeddedBroker() as b:
+    came back (the benchmark's persistent-8 pattern): they still share fsyncs, on either loop
+    (uvloop is ``ackspec broker``'s default)."""
+    with EmbeddedBroker(event_loop=event_loop) as b:
         producers = [Raw(b).connect() for _ in range(8)]
         per = 25
         sent = [1] * len(producers)
@@ -199,3 +203,22 @@ def test_group_commit_with_closed_loop_producers() -> None:
         assert isinstance(server, BrokerServer) and server.journal is not None
         assert 0 < server.journal.syncs < done / 2
         assert b.call(lambda core: core.queue_depth("/queue/gcl")) == done
+
+
+@pytest.mark.parametrize("kind", ["asyncio", "uvloop"])
+def test_the_shortest_gather_really_waits(kind: str) -> None:
+    """The group-commit gather's shortest wait, as the server asks the loop for it, is not cut to nothing:
+    uvloop rounds a timer under 0.5 ms to none (the callback runs in the next iteration), which would end
+    every gather at once and split closed-loop producers into alternating fsyncs."""
+    loop = new_event_loop(kind)
+    try:
+        async def elapsed() -> float:
+            done = loop.create_future()
+            t0 = time.perf_counter()
+            loop.call_later(max(SYNC_GATHER_MIN, timer_floor(loop)), done.set_result, None)
+            await asyncio.wait_for(done, 5)
+            return time.perf_counter() - t0
+
+        assert loop.run_until_complete(elapsed()) >= SYNC_GATHER_MIN
+    finally:
+        loop.close()

@@ -347,7 +347,7 @@ class BrokerServer:
         if waiting_for and self.loop is not None and SYNC_GATHER_MAX > 0:
             if self._gather is None:
                 delay = min(SYNC_GATHER_MAX, max(SYNC_GATHER_MIN, self._last_sync_seconds))
-                self._gather = self.loop.call_later(delay, self._gather_expired)
+                self._gather = self.loop.call_later(max(delay, timer_floor(self.loop)), self._gather_expired)
             return
         self._start_sync()
 
@@ -602,6 +602,16 @@ class _StompProtocol(asyncio.Protocol):
     def abort(self) -> None:
         if self.transport is not None:
             self.transport.abort()
+
+
+def timer_floor(loop: asyncio.AbstractEventLoop) -> float:
+    """The shortest ``call_later`` delay ``loop`` really waits for (s).
+
+    uvloop's timers are libuv's, in whole milliseconds: a delay under 0.5 ms rounds to none at all (the
+    callback runs in the next iteration), so a sub-millisecond group-commit gather would not gather. On
+    uvloop the gather is therefore at least 1 ms; it still ends as soon as the producers it waits for have
+    sent (:meth:`BrokerServer._maybe_sync`), so the longer bound only costs when one of them does not."""
+    return 0.001 if type(loop).__module__.startswith("uvloop") else 0.0
 
 
 def new_event_loop(kind: str = "asyncio") -> asyncio.AbstractEventLoop:
