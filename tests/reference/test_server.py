@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import queue
+import select
 import selectors
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -222,3 +224,29 @@ def test_the_shortest_gather_really_waits(kind: str) -> None:
         assert loop.run_until_complete(elapsed()) >= SYNC_GATHER_MIN
     finally:
         loop.close()
+
+
+@requirement("STOMP-RECEIPT-PERSISTENT-DURABLE")
+def test_a_slow_fsync_does_not_stall_another_connection() -> None:
+    """The fsync runs on the sync thread: another connection is answered while the disk syncs one
+    connection's persistent SEND, whose receipt still waits for the fsync."""
+    with EmbeddedBroker() as b:
+        assert b.server is not None and b.server.journal is not None
+        journal = b.server.journal
+        journal.sync_delay = 1.0  # a slow disk
+        syncing = threading.Event()
+        real_sync = journal.sync
+
+        def sync() -> None:
+            syncing.set()
+            real_sync()
+
+        journal.sync = sync  # type: ignore[method-assign]
+        producer, other = Raw(b).connect(), Raw(b).connect()
+        producer.send("SEND", b"kept", destination="/queue/slowsync", persistent="true", receipt="durable")
+        assert syncing.wait(5), "no fsync started"
+        other.send("SEND", b"plain", destination="/queue/slowsync-other", receipt="plain")
+        assert other.recv().get("receipt-id") == "plain"
+        assert not select.select([producer.sock], [], [], 0)[0], "the durable receipt came before its fsync ended"
+        assert producer.recv().get("receipt-id") == "durable"
+        assert journal.synced_size == journal.size
