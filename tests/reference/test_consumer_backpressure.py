@@ -57,6 +57,24 @@ def _buffered(broker: EmbeddedBroker, conn_id: str) -> int:
     return broker.call(read)
 
 
+def _held_output(broker: EmbeddedBroker, conn_id: str) -> int:
+    """At one instant on the broker thread: what ``conn_id``'s transport holds if dispatch to it holds, else 0.
+
+    Both in one call: dispatch also holds for a moment after a delivery spent the room and before the host
+    wrote it out, with the transport still empty; a test reading on from there can drain the socket before
+    a sampling thread (starved on a loaded machine) ever sees the transport hold anything (a peak of 0)."""
+    server = broker.server
+    assert server is not None
+
+    def read(core: BrokerCore) -> int:
+        if conn_id not in core.out_of_room and core._conns[conn_id].writable:
+            return 0
+        proto = server.protocols.get(conn_id)
+        return 0 if proto is None or proto.transport is None else proto.transport.get_write_buffer_size()
+
+    return broker.call(read)
+
+
 def _watch(broker: EmbeddedBroker, conn_id: str, done: threading.Event, peak: list[int]) -> None:
     while not done.wait(0.005):
         peak[0] = max(peak[0], _buffered(broker, conn_id))
@@ -79,9 +97,10 @@ def test_a_slow_auto_ack_consumer_is_not_handed_the_backlog(broker: EmbeddedBrok
     watcher.start()
     consumer.send("SUBSCRIBE", id="s", destination=QUEUE, ack="auto")
     deadline = time.monotonic() + 20
-    while not broker.call(lambda core: conn_id in core.out_of_room or not core._conns[conn_id].writable):
-        assert time.monotonic() < deadline, "dispatch to the stalled consumer never held"
+    while not (held := _held_output(broker, conn_id)):  # held, the transport full: the consumer has stalled
+        assert time.monotonic() < deadline, "dispatch to the stalled consumer never held with output buffered"
         time.sleep(0.01)
+    peak[0] = max(peak[0], held)
     assert broker.call(lambda core: core.queue_depth(QUEUE)) > COUNT // 2  # the backlog stayed queued
     seqs = []
     while len(seqs) < COUNT:
