@@ -193,3 +193,26 @@ def round_trip(harness: Harness, raw: RawAmqp, destination: str, handle: int, fl
         else:
             flows.append(frame)
     return got
+
+
+def detached(harness: Harness, raw: RawAmqp, links: Links, handle: int,
+             flows: list[Performative]) -> list[RawDelivery]:
+    """The last barrier on our receiving link ``handle``: detach it (closed) and read until the target's
+    detach. Every transfer the target sent on the link comes before that detach, since after it the link's
+    handle is gone (2.6.5), however late its dispatch sent them: unlike :func:`round_trip` (an attach on
+    another link, which a target may answer before transfers an earlier flow caused). Returns the transfers
+    that came (recorded; left unsettled, so the target gives them back when the link closes); the other
+    frames go to ``flows``. No answer is indeterminate."""
+    theirs = set(links)
+    raw.detach(handle)
+    got: list[RawDelivery] = []
+    while True:
+        frame = raw.read_until(lambda p: p.code in (TRANSFER, END) or (p.code == DETACH and p.field(0) in theirs),
+                               into=flows)
+        if frame is None:
+            raise Indeterminate("the target did not answer the detach of a receiving link within the timeout")
+        if frame.code != TRANSFER:
+            flows.append(frame)
+            return got
+        got.append(delivery_of(frame))
+        record_receive(harness, links[got[-1].handle], got[-1])
