@@ -109,6 +109,8 @@ class _Receiver:
     second: bool
     unsettled: dict[str, PnDelivery] = field(default_factory=dict)
     closing: bool = False
+    detached: threading.Event = field(default_factory=threading.Event)
+    """Set when the broker answered our detach (or the connection ended): it has taken back what it held."""
 
 
 @dataclass
@@ -130,6 +132,7 @@ class AmqpWire:
         self._tick = tick
         self._next_deadline = wakeup
         self._second = block_on_acknowledge
+        self._answer_timeout = connect_timeout  # bound on waiting for the broker's answer to a detach
         self._closed = False
         self._lost = False
         self._commands: deque[Callable[[], None]] = deque()
@@ -214,7 +217,13 @@ class AmqpWire:
         self._post(lambda: self._do_subscribe(sub_id, destination, prefetch))
 
     def unsubscribe(self, sub_id: str) -> None:
-        self._post(lambda: self._do_unsubscribe(sub_id))
+        """Detach the receiver link and wait (bounded) for the broker's detach: only then has it put back
+        the messages the link held unsettled, so whoever reads the queue after a consumer or session
+        closed finds them there, not on their way back."""
+        answered = threading.Event()
+        self._post(lambda: self._do_unsubscribe(sub_id, answered))
+        if threading.current_thread() is not self._reader:
+            answered.wait(self._answer_timeout)
 
     def ack(self, ack_ids: Sequence[str], *, transaction: str | None, receipt: str | None,
             extra: Mapping[str, str] | None = None) -> None:
@@ -335,10 +344,12 @@ class AmqpWire:
         link.open()
         self._top_up(receiver)
 
-    def _do_unsubscribe(self, sub_id: str) -> None:
+    def _do_unsubscribe(self, sub_id: str, answered: threading.Event) -> None:
         receiver = self._receivers.pop(sub_id, None)
-        if receiver is None:
+        if receiver is None or self._lost:
+            answered.set()
             return
+        receiver.detached = answered
         receiver.closing = True
         receiver.link.close()
 
@@ -559,6 +570,7 @@ class AmqpWire:
         if receiver is not None:
             if not receiver.closing:
                 link.close()
+            receiver.detached.set()
             return
         text = _condition_text(link.remote_condition) or "link closed by the broker"
         for _, receipt, _ in self._unsent.pop(link.name, deque()):
@@ -671,6 +683,8 @@ class AmqpWire:
             self._opened.set()
             for txn in self._txns.values():
                 txn.declared.set()
+            for receiver in self._by_link.values():  # no detach will be answered now
+                receiver.detached.set()
             with contextlib.suppress(OSError):
                 self._flush()
             with contextlib.suppress(OSError):
