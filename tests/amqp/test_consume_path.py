@@ -17,7 +17,7 @@ import pytest
 from proton import Delivery, Link, Message
 from tests.amqp.inmemory import InMemoryPair
 
-from ackspec.reference.amqp.connection import SEND_CHUNK
+from ackspec.reference.amqp.credit import SEND_CHUNK
 
 Q = "/queue/consume-path"
 DLQ = "/queue/DLQ"

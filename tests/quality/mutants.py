@@ -18,6 +18,7 @@ from typing import Any
 
 from ackspec.conformance.window import WINDOW_HEADER
 from ackspec.reference.amqp.connection import AmqpConnection
+from ackspec.reference.amqp.inflight import InFlight
 from ackspec.reference.amqp.pump import EnginePump
 from ackspec.reference.broker.core import BrokerCore
 from ackspec.reference.broker.dispatch import Dispatcher
@@ -665,12 +666,18 @@ class CreditFromOwnCount(_RewrittenInput):
         self._engine = pump
 
 
+class _HubAnswers(InFlight):
+    """Unsettled deliveries whose batch's confirmations all go through the hub (none answered in place)."""
+
+    def run_published(self, effects: list[Effect]) -> None:
+        if effects:
+            self.hub.apply(effects)
+
+
 class _TransferAnswers(AmqpConnection):
     """A connection whose answers to transfers go through :meth:`on_confirm`, which a mutant overrides."""
 
-    def _run_published(self, effects: list[Effect]) -> None:
-        if effects:
-            self.hub.apply(effects)
+    inflight_class = _HubAnswers
 
     @staticmethod
     def is_transfer(effect: Confirm) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Protocol, cast
 from proton import Condition, Described, Message
 
 from ackspec.reference.amqp.conditions import ERR_DECODE, ERR_RESOURCE_LIMIT, ERR_TXN_ROLLBACK, ERR_UNKNOWN_TXN
-from ackspec.reference.amqp.dispositions import DECLARED, REJECTED, Ptr
+from ackspec.reference.amqp.dispositions import DECLARED, REJECTED, Ptr, wrap
 from ackspec.reference.amqp.links import OutLink, Token
 from ackspec.reference.broker import Effect
 from ackspec.reference.broker.core import BrokerCore
@@ -60,6 +60,15 @@ class Coordinator:
         self._user = user
         self.txns: dict[str, Txn] = {}
         self._ids = itertools.count(1)
+
+    def named(self, dlv: Ptr) -> tuple[str, Condition | None]:
+        """The transaction a transactional transfer or disposition names, and the error to refuse it with
+        if it is not one this connection declared (None when it is)."""
+        data = wrap(dlv).remote.data or []
+        txn_id = bytes(data[0]).decode("utf-8", "replace") if data else ""
+        if txn_id in self.txns:
+            return txn_id, None
+        return txn_id, Condition(ERR_UNKNOWN_TXN, f"unknown transaction {txn_id!r}")
 
     def control(self, dlv: Ptr, payload: bytes) -> None:
         """A message on the coordinator link: ``declare`` or ``discharge``."""
