@@ -10,6 +10,10 @@ Sans-IO: bytes in, cut offsets out. A cut anywhere is harmless (proton buffers p
 scan looks for the disposition descriptor and checks the frame header in front of it instead of tracking
 every frame boundary on the broker's hottest path; the last bytes of the previous read are kept so a
 disposition split across two reads is found too.
+
+A consumer sends one disposition per message, nearly all of them settled: their ``settled`` and ``state``
+fields are read from the bytes first (:func:`_may_announce`), and only a disposition that may be
+unsettled with a state is decoded in full (proton's codec, several times the cost).
 """
 
 from __future__ import annotations
@@ -22,6 +26,14 @@ from ackspec.reference.amqp.framing import AMQP_FRAME, HEADER, MIN_DOFF
 
 DISPOSITION_BODY: Final = b"\x00\x53\x15"
 """A described type whose descriptor is the small ulong 0x15: the disposition performative."""
+_WIDTHS: Final = {0x40: 1, 0x41: 1, 0x42: 1, 0x43: 1, 0x56: 2, 0x52: 2, 0x70: 5}
+"""Encoded size of the values a disposition's role, first and last fields take (1.0 1.6): null, true, false,
+uint0, boolean, smalluint, uint."""
+_LIST8: Final = 0xC0
+_LIST32: Final = 0xD0
+_TRUE: Final = 0x41
+_BOOLEAN: Final = 0x56
+_NULL: Final = 0x40
 KEEP: Final = 96
 """Bytes of a read kept for the next one: a disposition with a state is well under this."""
 
@@ -67,6 +79,8 @@ def _announcing_frame_end(window: bytes, start: int) -> int | None:
     end = start + size
     if doff != MIN_DOFF or frame_type != AMQP_FRAME or size > KEEP or end > len(window):
         return None
+    if not _may_announce(window[start + HEADER.size + len(DISPOSITION_BODY):end]):
+        return None
     data = Data()
     try:
         data.decode(window[start + HEADER.size:end])
@@ -79,3 +93,32 @@ def _announcing_frame_end(window: bytes, start: int) -> int | None:
     settled = bool(fields[3]) if len(fields) > 3 and fields[3] is not None else False
     has_state = len(fields) > 4 and fields[4] is not None
     return end if has_state and not settled else None
+
+
+def _may_announce(fields: bytes) -> bool:
+    """Whether a disposition's field list (the bytes after its descriptor) may be unsettled with a state.
+
+    False only when its encoding says so for sure: no ``state`` field, a null one, or ``settled`` true.
+    Any encoding not read here (or bytes that end early) is left to the full decode (True)."""
+    try:
+        constructor = fields[0]
+        if constructor == _LIST8:
+            count, pos = fields[2], 3
+        elif constructor == _LIST32:
+            count, pos = int.from_bytes(fields[5:9]), 9
+        else:
+            return constructor != 0x45  # list0: no fields at all
+        if count < 5:
+            return False
+        for _ in range(3):  # role, first, last
+            width = _WIDTHS.get(fields[pos])
+            if width is None:
+                return True
+            pos += width
+        settled = fields[pos]
+        if settled == _TRUE or (settled == _BOOLEAN and fields[pos + 1]):
+            return False
+        width = _WIDTHS.get(settled)
+        return width is None or fields[pos + width] != _NULL
+    except IndexError:
+        return True
