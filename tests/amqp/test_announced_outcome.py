@@ -80,6 +80,26 @@ def test_cuts_fall_exactly_after_each_announcement_whatever_the_reads(kinds: lis
     assert cuts == wanted - ends  # a cut at the end of a read is no cut: the read ends there anyway
 
 
+STATES = st.sampled_from([None, "accepted", "released", "modified", "rejected"])
+NUMBERS = st.one_of(st.integers(0, 0), st.integers(1, 255), st.integers(256, 2**32 - 1))  # uint0, smalluint, uint
+
+
+@settings(max_examples=300, deadline=None)
+@given(role=st.booleans(), first=NUMBERS, last=st.one_of(st.none(), NUMBERS),
+       settled=st.sampled_from([None, True, False]), state=STATES,
+       batchable=st.sampled_from([(), (None,), (True,), (False,)]))
+def test_a_disposition_is_cut_after_when_and_only_when_it_is_unsettled_with_a_state(
+        role: bool, first: int, last: int | None, settled: bool | None, state: str | None,
+        batchable: tuple[bool | None, ...]) -> None:
+    """Every encoding of a disposition's fields proton writes (the byte pre-check reads them before any
+    full decode): a cut after it exactly when it announces an outcome."""
+    frame = Performative(DISPOSITION, [role, uint(first), None if last is None else uint(last), settled,
+                                       None if state is None else outcome(state), *batchable]).encode()
+    settle = _disposition(first, settled=True, state="released")
+    announces = state is not None and not settled
+    assert AnnouncedOutcomes().cuts(frame + settle) == ([len(frame)] if announces else [])
+
+
 def test_message_bytes_that_look_like_a_disposition_are_no_frame() -> None:
     assert AnnouncedOutcomes().cuts(b"\x00\x53\x15" * 5 + b"\xff" * 40) == []
 
