@@ -23,7 +23,8 @@ The floor server (``--serve``, started in its own process like the reference bro
 
 * one :class:`asyncio.Protocol` per socket; SASL ANONYMOUS by proton itself (the bench client
   offers ANONYMOUS when it has no user);
-* every per-message path on proton's C API (``cproton_ffi``), C pointers only, functions bound
+* every per-message path on proton's C API (``cproton_ffi``, through
+  :mod:`ackspec.reference.amqp.proton_c`, which checks each name used here), C pointers only, functions bound
   once, no wrapper objects, as ``src/ackspec/reference/amqp/connection.py`` does;
 * no collector: endpoint states are polled once per piece of input and deliveries are walked
   link by link (see :class:`FloorProtocol`), so no proton event is made or read per message;
@@ -100,7 +101,6 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 import uvloop
-from cproton_ffi import ffi, lib  # type: ignore[import-not-found]
 from proton import Connection, Link, Message, Transport
 
 from ackspec.bench.amqp import (
@@ -108,11 +108,13 @@ from ackspec.bench.amqp import (
     REAL_BROKERS,
     SCENARIOS,
     AmqpEndpoint,
+    AmqpScenario,
     client_ceiling,
     reference_broker,
 )
 from ackspec.brokers import BROKERS
 from ackspec.errors import AckspecError
+from ackspec.reference.amqp.proton_c import ffi, lib  # proton's C API, version-checked there
 
 WINDOW = 1000
 """Credit the floor keeps open on every link a client sends on (as the reference broker does)."""
@@ -555,6 +557,92 @@ def _fmt(value: float | None) -> str:
     return "error" if value is None else f"{value:,.0f}"
 
 
+@dataclass
+class Targets:
+    """The targets of one run, open: each one's endpoint, the floor server and the server processes' pids."""
+
+    endpoints: dict[str, AmqpEndpoint] = field(default_factory=dict)
+    floor: FloorProcess | None = None
+    pids: dict[str, int] = field(default_factory=dict)
+
+
+def _open_targets(stack: contextlib.ExitStack, labels: list[str], rows: dict[str, Row], loop_name: str,
+                  body: bytes, profile: str | None) -> Targets:
+    """Start the floor and the reference broker (closed with ``stack``) and name the real brokers' ports; a
+    reference broker that cannot start is an error in every row."""
+    targets = Targets()
+    for label in labels:
+        if label == "floor":
+            floor = targets.floor = stack.enter_context(floor_process(loop_name, body, profile))
+            targets.endpoints[label] = AmqpEndpoint("floor", "127.0.0.1", floor.port, None, None, "path")
+            targets.pids[label] = floor.proc.pid
+        elif label == "reference":
+            try:
+                targets.endpoints[label] = stack.enter_context(reference_broker())
+            except AckspecError as exc:
+                print(f"reference: {exc}", file=sys.stderr, flush=True)
+                for row in rows.values():
+                    row.errors[label] = str(exc)
+                continue
+            if (pid := _reference_pid()) is not None:
+                targets.pids[label] = pid
+        elif label in REAL_BROKERS:
+            info = BROKERS[label]
+            assert info.amqp_port is not None
+            targets.endpoints[label] = AmqpEndpoint(label, "127.0.0.1", info.amqp_port, info.login, info.passcode,
+                                                    ADDRESS_STYLE[label])
+        else:
+            raise SystemExit(f"amqp_floor: unknown target {label!r} (floor, reference, {', '.join(REAL_BROKERS)})")
+    return targets
+
+
+def _warm_up(targets: Targets, scenarios: list[AmqpScenario], messages: int, body: bytes) -> None:
+    """Every scenario once on every target, not measured: first connections, JITs, caches."""
+    for label, ep in targets.endpoints.items():
+        for scenario in scenarios:
+            try:
+                scenario.run(ep, min(messages, 2000), body)
+            except (AckspecError, OSError) as exc:
+                print(f"{label} warm-up {scenario.name}: ERROR {exc}", file=sys.stderr, flush=True)
+            if label == "floor" and targets.floor is not None:
+                targets.floor.stats()
+
+
+def _measure(targets: Targets, label: str, scenario: AmqpScenario, row: Row, messages: int, body: bytes) -> str | None:
+    """One timed run of ``scenario`` on ``label``, recorded in ``row``; what it measured, as a line's tail
+    (None: it failed, and the row records the error)."""
+    pid = targets.pids.get(label)
+    cpu0 = _cpu_ns(pid) if pid is not None else 0
+    client0, wall0 = time.process_time(), time.perf_counter()
+    try:
+        rate = scenario.run(targets.endpoints[label], messages, body)
+    except (AckspecError, OSError) as exc:
+        row.errors[label] = str(exc)
+        print(f"{label} {scenario.name}: ERROR {exc}", file=sys.stderr, flush=True)
+        return None
+    row.runs.setdefault(label, []).append(rate)
+    busy = (time.process_time() - client0) / (time.perf_counter() - wall0)
+    row.client_busy.setdefault(label, []).append(busy)
+    extra = f", client busy {busy:.0%}"
+    if pid is not None:
+        whole = (_cpu_ns(pid) - cpu0) / 1e3 / messages
+        row.scenario_cpu_us.setdefault(label, []).append(whole)
+        extra = f", scenario CPU {whole:.2f} us/msg"
+    if label == "floor" and targets.floor is not None:
+        extra += _floor_direction(targets.floor, scenario, row)
+    return f"{rate:,.0f} msg/s{extra}"
+
+
+def _floor_direction(floor: FloorProcess, scenario: AmqpScenario, row: Row) -> str:
+    """The floor's CPU per message over the row's timed direction (its own measurement), recorded in ``row``."""
+    links = [s for s in floor.stats() if s["dir"] == ROW_DIRECTION[scenario.name]]
+    if not links or not links[0]["messages"]:
+        return ""
+    us = links[0]["cpu_s"] / links[0]["messages"] * 1e6
+    row.floor_cpu_us.append(us)
+    return f", measured direction {us:.2f} us/msg over {links[0]['messages']} messages"
+
+
 def drive(targets: list[str], row_names: list[str], messages: int, repetitions: int, body_bytes: int,
           loop_name: str, profile: str | None) -> int:
     body = (b"0123456789" * (body_bytes // 10 + 1))[:body_bytes]
@@ -562,69 +650,18 @@ def drive(targets: list[str], row_names: list[str], messages: int, repetitions: 
     scenarios = [s for s in SCENARIOS if s.name in row_names]
     rows = {s.name: Row() for s in scenarios}
     with contextlib.ExitStack() as stack:
-        endpoints: dict[str, AmqpEndpoint] = {}
-        floor: FloorProcess | None = None
-        pids: dict[str, int] = {}
-        for label in targets:
-            if label == "floor":
-                floor = stack.enter_context(floor_process(loop_name, body, profile))
-                endpoints[label] = AmqpEndpoint("floor", "127.0.0.1", floor.port, None, None, "path")
-                pids[label] = floor.proc.pid
-            elif label == "reference":
-                try:
-                    endpoints[label] = stack.enter_context(reference_broker())
-                except AckspecError as exc:
-                    print(f"reference: {exc}", file=sys.stderr, flush=True)
-                    for row in rows.values():
-                        row.errors[label] = str(exc)
-                    continue
-                if (pid := _reference_pid()) is not None:
-                    pids[label] = pid
-            elif label in REAL_BROKERS:
-                info = BROKERS[label]
-                assert info.amqp_port is not None
-                endpoints[label] = AmqpEndpoint(label, "127.0.0.1", info.amqp_port, info.login, info.passcode,
-                                                ADDRESS_STYLE[label])
-            else:
-                raise SystemExit(f"amqp_floor: unknown target {label!r} (floor, reference, {', '.join(REAL_BROKERS)})")
-        for label, ep in endpoints.items():  # warm-up, not measured: first connections, JITs, caches
-            for scenario in scenarios:
-                try:
-                    scenario.run(ep, min(messages, 2000), body)
-                except (AckspecError, OSError) as exc:
-                    print(f"{label} warm-up {scenario.name}: ERROR {exc}", file=sys.stderr, flush=True)
-                if label == "floor" and floor is not None:
-                    floor.stats()
-        for scenario in scenarios:
+        running = _open_targets(stack, targets, rows, loop_name, body, profile)
+        _warm_up(running, scenarios, messages, body)
+        for scenario in scenarios:  # repetitions take turns over the targets, so load changes hit all alike
             row = rows[scenario.name]
             for rep in range(repetitions):
-                for label, ep in endpoints.items():
+                for label in running.endpoints:
                     if label in row.errors:
                         continue
-                    cpu0 = _cpu_ns(pids[label]) if label in pids else 0
-                    client0, wall0 = time.process_time(), time.perf_counter()
-                    try:
-                        rate = scenario.run(ep, messages, body)
-                    except (AckspecError, OSError) as exc:
-                        row.errors[label] = str(exc)
-                        print(f"{label} {scenario.name}: ERROR {exc}", file=sys.stderr, flush=True)
-                        continue
-                    row.runs.setdefault(label, []).append(rate)
-                    busy = (time.process_time() - client0) / (time.perf_counter() - wall0)
-                    row.client_busy.setdefault(label, []).append(busy)
-                    extra = f", client busy {busy:.0%}"
-                    if label in pids:
-                        whole = (_cpu_ns(pids[label]) - cpu0) / 1e3 / messages
-                        row.scenario_cpu_us.setdefault(label, []).append(whole)
-                        extra = f", scenario CPU {whole:.2f} us/msg"
-                    if label == "floor" and floor is not None:
-                        links = [s for s in floor.stats() if s["dir"] == ROW_DIRECTION[scenario.name]]
-                        if links and links[0]["messages"]:
-                            us = links[0]["cpu_s"] / links[0]["messages"] * 1e6
-                            row.floor_cpu_us.append(us)
-                            extra += f", measured direction {us:.2f} us/msg over {links[0]['messages']} messages"
-                    print(f"{label:<10} {scenario.name:<22} run {rep + 1}/{repetitions}: {rate:,.0f} msg/s{extra}",
-                          file=sys.stderr, flush=True)
+                    line = _measure(running, label, scenario, row, messages, body)
+                    if line is not None:
+                        print(f"{label:<10} {scenario.name:<22} run {rep + 1}/{repetitions}: {line}",
+                              file=sys.stderr, flush=True)
     after = _uptime()
     print(f"after: {after}", file=sys.stderr, flush=True)
     _print_table(targets, rows, messages, repetitions, body_bytes, loop_name, after)

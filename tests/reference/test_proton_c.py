@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -27,3 +29,20 @@ def test_a_proton_lacking_a_function_names_it(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "cproton_ffi", types.SimpleNamespace(ffi=object(), lib=lib))
     with pytest.raises(proton_c.ProtonApiError, match=r"lacks pn_link_recv,? which"):
         proton_c._load()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+CODE = [*sorted((ROOT / "src" / "ackspec").rglob("*.py")), *sorted((ROOT / "benchmarks").glob("*.py"))]
+
+
+def test_every_c_name_used_is_one_the_version_check_covers() -> None:
+    listed = {*proton_c.FUNCTIONS, *proton_c.EVENTS}
+    unlisted = {f"{path.relative_to(ROOT)}: {name}" for path in CODE
+                for name in re.findall(r"\blib\.((?:pn|PN)_\w+)", path.read_text()) if name not in listed}
+    assert not unlisted, f"proton C names used without proton_c's version check: {sorted(unlisted)}"
+
+
+def test_cproton_ffi_is_imported_in_one_module_only() -> None:
+    importers = {str(path.relative_to(ROOT)) for path in CODE
+                 if re.search(r"^\s*(from|import) cproton_ffi\b", path.read_text(), re.MULTILINE)}
+    assert importers == {"src/ackspec/reference/amqp/proton_c.py"}
