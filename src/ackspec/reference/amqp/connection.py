@@ -1,50 +1,45 @@
 """One AMQP 1.0 connection of the reference broker: proton's engine in, core calls out. Sans-IO.
 
-Bytes come in through :meth:`AmqpConnection.receive_data` and go out through
-:meth:`AmqpConnection.data_to_send`; nothing here touches a socket, a thread or
-a clock. The SASL exchange is ours (:mod:`.sasl`); after it, proton's
-``Transport``/``Connection``/``Collector`` decode frames and keep the link and
-session state, and this class turns collector events into calls on the shared
-:class:`~ackspec.reference.broker.BrokerCore` and the core's effects back into
-transfers, dispositions and flows.
+Bytes come in through :meth:`AmqpConnection.receive_data` and go out through :meth:`AmqpConnection.data_to_send`;
+nothing here touches a socket, a thread or a clock. The SASL exchange is ours (:mod:`.sasl`); after it, proton's
+``Transport``/``Connection``/``Collector`` decode frames and keep the link and session state, and the connection
+hands each collector event to the part that owns its concept, which calls the shared
+:class:`~ackspec.reference.broker.BrokerCore`; the core's effects come back as transfers, dispositions and flows.
 
 The mapping (docs/amqp-mapping.md has the full table):
 
-* a link the client *receives* on (our sender) is a core subscription on the
-  link's source address; ``snd-settle-mode=settled`` makes it ``AUTO``
-  (pre-settled, at-most-once), otherwise ``CLIENT_INDIVIDUAL`` with AMQP credit;
-  ``rcv-settle-mode=second`` is granted, and then our settlement of the client's
-  disposition is the confirmation that its outcome was applied (and journalled);
-* a link the client *sends* on (our receiver) publishes to its target address;
-  an unsettled transfer gets its ``accepted`` disposition only from the core's
-  ``Confirm``, which for a durable message comes after the journal sync;
-* outcomes: accepted -> ACCEPT, released -> RELEASE (no count increment),
-  modified -> MODIFIED (count + 1 if delivery-failed; undeliverable-here excludes
-  the subscription), rejected -> REJECTED (dead-letter queue, with the error's
-  description as the reason);
-* a coordinator link handles ``declare``/``discharge``; transactional transfers
-  and dispositions carry ``transactional-state``.
+* a link the client *receives* on (our sender) is a core subscription on the link's source address
+  (:mod:`.attach`); ``snd-settle-mode=settled`` makes it ``AUTO`` (pre-settled, at-most-once), otherwise
+  ``CLIENT_INDIVIDUAL`` with AMQP credit (:mod:`.credit`, :mod:`.outgoing`); ``rcv-settle-mode=second`` is
+  granted, and then our settlement of the client's disposition is the confirmation that its outcome was applied
+  (and journalled) (:mod:`.outcomes`);
+* a link the client *sends* on (our receiver) publishes to its target address (:mod:`.transfers`); an unsettled
+  transfer gets its ``accepted`` disposition only from the core's ``Confirm``, which for a durable message comes
+  after the journal sync (:mod:`.inflight`);
+* outcomes (:mod:`.dispositions`): accepted -> ACCEPT, released -> RELEASE (no count increment), modified ->
+  MODIFIED (count + 1 if delivery-failed; undeliverable-here excludes the subscription), rejected -> REJECTED
+  (dead-letter queue, with the error's description as the reason);
+* a coordinator link handles ``declare``/``discharge`` (:mod:`.coordinator`); transactional transfers and
+  dispositions carry ``transactional-state``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
 
-from proton import Collector, Condition, Connection, Described, Endpoint, Event, Transport, ulong
+from proton import Collector, Condition, Connection, Endpoint, Event, Transport
 
 from ackspec.reference.amqp.announced import AnnouncedOutcomes
 from ackspec.reference.amqp.attach import Attachments
-from ackspec.reference.amqp.conditions import ERR_DECODE, ERR_FORCED, ERR_RESOURCE_LIMIT, ERR_TXN_ROLLBACK
+from ackspec.reference.amqp.conditions import ERR_DECODE, ERR_FORCED
 from ackspec.reference.amqp.coordinator import Coordinator, Txn
 from ackspec.reference.amqp.credit import Credit
-from ackspec.reference.amqp.dispositions import ACCEPTED, REJECTED, TRANSACTIONAL_STATE, Ptr, transaction_id
 from ackspec.reference.amqp.endpoints import CONTAINER_ID, Endpoints
+from ackspec.reference.amqp.events import EventRouter
 from ackspec.reference.amqp.inflight import InFlight
-from ackspec.reference.amqp.links import InLink, LinkTable, OutLink, Token
+from ackspec.reference.amqp.links import LinkTable
 from ackspec.reference.amqp.outcomes import ClientOutcomes
 from ackspec.reference.amqp.outgoing import Outgoing
-from ackspec.reference.amqp.proton_c import lib  # proton's C API (its private cffi module)
 from ackspec.reference.amqp.pump import EnginePump
 from ackspec.reference.amqp.sasl import SaslServer, SaslState
 from ackspec.reference.amqp.transfers import Transfers
@@ -58,25 +53,6 @@ RECEIVE_WINDOW = 1000
 FLUSH_PIECES = 4
 """Pieces of one read (~8 kB each) whose outcomes may wait before they are written mid-read (see
 :meth:`AmqpConnection._piece`)."""
-
-# the C functions of the event loop, bound once (a module global is found faster than a ``lib`` attribute)
-_collector_peek = lib.pn_collector_peek
-_collector_pop = lib.pn_collector_pop
-_event_type = lib.pn_event_type
-_event_delivery = lib.pn_event_delivery
-_event_link = lib.pn_event_link
-_delivery_link = lib.pn_delivery_link
-_delivery_pending = lib.pn_delivery_pending
-_link_current = lib.pn_link_current
-
-_PN_DELIVERY = int(lib.PN_DELIVERY)
-_PN_LINK_FLOW = int(lib.PN_LINK_FLOW)
-_WANTED_EVENTS: frozenset[int] = frozenset(
-    int(getattr(lib, f"PN_{name}")) for name in (
-        "CONNECTION_REMOTE_OPEN", "SESSION_REMOTE_OPEN", "LINK_REMOTE_OPEN", "LINK_REMOTE_CLOSE",
-        "LINK_REMOTE_DETACH", "SESSION_REMOTE_CLOSE", "CONNECTION_REMOTE_CLOSE"))
-"""The event types :class:`.Endpoints` handles (deliveries and flow have their own fast path)."""
-
 
 class AmqpConnection:
     """The broker side of one AMQP connection: bytes and proton's events in, each handed to its part.
@@ -130,7 +106,7 @@ class AmqpConnection:
                                        user=user, receive_window=self.receive_window,
                                        max_message_size=self.max_message_size)
         self.inflight = self.inflight_class(conn_id, self.hub, close_link=self.attachments.close_link,
-                                            on_output=self.on_output)
+                                            end_txn=self._end_txn, on_output=self.on_output)
         self.coordinator = Coordinator(conn_id, self.core, self.limits, answer=self.inflight.answer,
                                        run=self._run, end=self._end_txn, user=user)
         self.transfers = Transfers(conn_id, inflight=self.inflight, links=self.links, attachments=self.attachments,
@@ -144,6 +120,9 @@ class AmqpConnection:
         self.endpoints = Endpoints(conn_id, self.core, self.auth, self.connection, links=self.links,
                                    attachments=self.attachments, run=self._run, user=user, fail=self._fail,
                                    finish=lambda abrupt: self._finish(abrupt=abrupt))
+        self.router = EventRouter(self.collector, self.links, inflight=self.inflight, transfers=self.transfers,
+                                  outcomes=self.outcomes, credit=self.credit, endpoints=self.endpoints,
+                                  on_event=self._on_event)
 
     @property
     def opened(self) -> bool:
@@ -243,112 +222,15 @@ class AmqpConnection:
         peer's receive path), and a piece is only ~8 kB (~50 small transfers); outcomes of a few
         pieces together still reach a client with a window of hundreds long before it runs dry.
         Credit is never held back: a client sending pre-settled waits for nothing else."""
-        self._dispatch()
+        self.router.dispatch()
         if self.flush_now is not None:
             self._unflushed += 1
             if self.credit.replenish() or self._unflushed >= FLUSH_PIECES:
                 self._unflushed = 0
                 self.flush_now()
 
-    def _dispatch(self) -> None:
-        """Handle every collected event, on proton's C API.
-
-        Most events are transfers, dispositions and flow, handled here from the C pointers;
-        only the rare rest (opens, closes) pay for proton's ``Event`` wrapper. Every other
-        event type is popped unread. This is the broker's hottest loop.
-
-        On a connection whose only deliveries are transfers of one link (see :meth:`.links.LinkTable._changed`),
-        delivery events are popped unread: that link's transfers are read by walking it
-        (:meth:`.Transfers.walk`) before the next event that is handled and once the collector is empty.
-        The walk stops at the delivery of the last event popped (``until``): proton has already decoded
-        the whole piece, so transfers the client sent *after* the handled event are current on the
-        link too, and must wait for their own events. So the core still sees every operation in the
-        order the client sent it (tests/amqp/test_walked_order.py).
-        """
-        collector = self.collector._impl
-        if self.endpoints.refused:  # closed at open (client id in use): what the client still sends is not handled
-            while _collector_peek(collector):
-                _collector_pop(collector)
-            return
-        table = self.links
-        links = table.by_impl
-        inflight = self.inflight
-        peek = _collector_peek
-        on_delivery = self._on_delivery
-        walk: InLink | None = None  # a link whose transfers are read by walking it (see LinkTable._changed)
-        until: Any = None  # ... up to this delivery, the one of the last delivery event popped unread
-        while True:
-            event = peek(collector)
-            if not event:
-                if walk is not None:
-                    self.transfers.walk(walk, until)
-                    walk = None
-                    continue
-                if not inflight.publishes and not inflight.accepts:
-                    return
-                inflight.flush()  # may cause events of its own (our deliveries): look again
-                continue
-            kind = _event_type(event)
-            if kind == _PN_DELIVERY and table.walked is not None:
-                # read later, by walking up to this delivery; an update of one already taken (its
-                # bytes read, the link moved on) moves nothing
-                dlv = _event_delivery(event)
-                if _delivery_pending(dlv) or _link_current(_delivery_link(dlv)) == dlv:
-                    walk, until = table.walked, dlv
-                _collector_pop(collector)
-                continue
-            try:
-                if kind == _PN_DELIVERY:
-                    on_delivery(_event_delivery(event))
-                elif kind == _PN_LINK_FLOW:
-                    state = links.get(_event_link(event))
-                    if state is not None and state.__class__ is OutLink:
-                        self._walk_first(walk, until)  # the transfers read so far come first
-                        walk = None
-                        inflight.flush()
-                        self.credit.flow(state)
-                elif kind in _WANTED_EVENTS:
-                    self._walk_first(walk, until)
-                    walk = None
-                    if not self._on_endpoint(event):
-                        return  # refused at open: the rest is drained unread by the next call
-            finally:
-                _collector_pop(collector)
-
-    def _walk_first(self, walk: InLink | None, until: Any) -> None:
-        """Read the transfers a pending walk covers (if any) before an event that must come after them."""
-        if walk is not None:
-            self.transfers.walk(walk, until)
-
-    def _on_endpoint(self, event: Any) -> bool:
-        """An endpoint event (open, attach, close...), after what was batched; whether to go on reading."""
-        self.inflight.flush()
-        wrapped = Event.wrap(event)  # type: ignore[no-untyped-call]
-        if wrapped is not None:
-            self._on_event(wrapped)
-            return not self.endpoints.refused
-        return True
-
-    def _on_delivery(self, dlv: Ptr) -> None:
-        """A delivery event (the most common): a transfer on one of our receiving links, or the peer's
-        disposition of one of our deliveries."""
-        # the only link we send on: its own ids tell its deliveries (no pn_delivery_link)
-        out = self.links.single_out
-        if out is None or (delivery_id := out.ids.get(dlv)) is None:
-            owner = self.links.by_impl.get(_delivery_link(dlv))
-            if owner is None:
-                return  # a link we refused or closed
-            if owner.__class__ is InLink:
-                self.transfers.on_event(dlv, owner)
-                return
-            out = cast(OutLink, owner)
-            delivery_id = out.ids.get(dlv)
-            if delivery_id is None:
-                return  # pre-settled, or its outcome is already being applied
-        self.outcomes.on_event(dlv, out, delivery_id)
-
     def _process(self) -> None:
-        self._dispatch()
+        self.router.dispatch()
         self.credit.replenish()
         if (self.transport.capacity() < 0 and self.transport.condition is None
                 and not self.connection.state & (Endpoint.REMOTE_CLOSED | Endpoint.LOCAL_CLOSED)):
@@ -382,7 +264,7 @@ class AmqpConnection:
     def on_confirm(self, effect: Confirm) -> None:
         """Answer now (the hub held a durable one until the journal synced it)."""
         # a batch's non-durable plain transfers are answered by InFlight.run_published, without the hub
-        self._confirm(effect.token)
+        self.inflight.confirm(effect.token)
         self.on_output()
 
     def on_effect(self, effect: Effect) -> None:
@@ -390,43 +272,15 @@ class AmqpConnection:
         if effect.__class__ is Deliver:  # a credit grant's deliveries are written by Outgoing.run instead
             self.outgoing.deliver(effect)
         elif isinstance(effect, Confirm):
-            self._confirm(effect.token)
+            self.inflight.confirm(effect.token)
         elif isinstance(effect, Reject):
-            self._reject(effect.token, effect.reason)
+            self.inflight.reject(effect.token, effect.reason)
         elif isinstance(effect, Drained):
             self.outgoing.drained(effect.sub)
         elif isinstance(effect, Close):
             self.connection.condition = Condition(ERR_FORCED, effect.reason)
             self.connection.close()
         self.on_output()
-
-    def _confirm(self, token: object) -> None:
-        if token.__class__ is not Token:
-            return
-        dlv = token.delivery
-        kind = token.kind
-        if kind == "transfer":
-            if token.extra:  # transactional: report the presumptive outcome (4.4.1)
-                self.inflight.answer(dlv, TRANSACTIONAL_STATE,
-                                     data=[transaction_id(dlv), Described(ulong(ACCEPTED), [])])
-            else:
-                self.inflight.outcome(dlv, ACCEPTED)  # the output is handed over by the caller
-        elif kind == "settle":
-            self.inflight.settle_out(dlv)
-        elif kind == "discharge":
-            txn, fail = token.extra
-            self.inflight.answer(dlv, ACCEPTED)
-            self._end_txn(txn, fail)
-
-    def _reject(self, token: object, reason: str) -> None:
-        if not isinstance(token, Token):
-            return
-        dlv = token.delivery
-        if token.kind == "settle":
-            self.inflight.settle_out(dlv)
-            return
-        name = ERR_TXN_ROLLBACK if token.kind == "discharge" else ERR_RESOURCE_LIMIT
-        self.inflight.answer(dlv, REJECTED, condition=Condition(name, reason))
 
 
 __all__ = ["CONTAINER_ID", "AmqpConnection"]

@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from proton import Condition
+from proton import Condition, Described, ulong
 
-from ackspec.reference.amqp.conditions import ERR_INVALID_FIELD, ERR_NOT_ALLOWED
-from ackspec.reference.amqp.dispositions import ACCEPTED, REJECTED, Ptr, wrap
+from ackspec.reference.amqp.conditions import ERR_INVALID_FIELD, ERR_NOT_ALLOWED, ERR_RESOURCE_LIMIT, ERR_TXN_ROLLBACK
+from ackspec.reference.amqp.coordinator import Txn
+from ackspec.reference.amqp.dispositions import ACCEPTED, REJECTED, TRANSACTIONAL_STATE, Ptr, transaction_id, wrap
 from ackspec.reference.amqp.links import OutLink, Token
 from ackspec.reference.amqp.proton_c import lib
 from ackspec.reference.amqp.sections import Incoming
@@ -41,13 +42,15 @@ class InFlight:
     """The unsettled deliveries of one connection and the operations batched for the core."""
 
     def __init__(self, conn_id: str, hub: Hub, *, close_link: Callable[[Ptr, str, str], None],
-                 on_output: Callable[[], None]) -> None:
-        """``close_link``: end a link with an error (an acceptance the core refuses); ``on_output``: there
-        is output to write."""
+                 end_txn: Callable[[Txn, bool], None], on_output: Callable[[], None]) -> None:
+        """``close_link``: end a link with an error (an acceptance the core refuses); ``end_txn``: a
+        transaction is over (rolled back or not), settle its dispositions; ``on_output``: there is output
+        to write."""
         self.conn_id = conn_id
         self.hub = hub
         self.core = hub.core
         self.close_link = close_link
+        self.end_txn = end_txn
         self.on_output = on_output
         self.open_in: set[Ptr] = set()
         """Transfers awaiting our outcome."""
@@ -166,6 +169,36 @@ class InFlight:
             self.hub.apply(rest)
         if answered:
             self.on_output()
+
+    def confirm(self, token: object) -> None:
+        """The core applied what ``token`` stands for (and the journal synced it, if durable): answer it."""
+        if token.__class__ is not Token:
+            return
+        dlv = token.delivery
+        kind = token.kind
+        if kind == "transfer":
+            if token.extra:  # transactional: report the presumptive outcome (4.4.1)
+                self.answer(dlv, TRANSACTIONAL_STATE, data=[transaction_id(dlv), Described(ulong(ACCEPTED), [])])
+            else:
+                self.outcome(dlv, ACCEPTED)  # the output is handed over by the caller
+        elif kind == "settle":
+            self.settle_out(dlv)
+        elif kind == "discharge":
+            txn, fail = token.extra
+            self.answer(dlv, ACCEPTED)
+            self.end_txn(txn, fail)
+
+    def reject(self, token: object, reason: str) -> None:
+        """The core refused what ``token`` stands for: a transfer or discharge is rejected with ``reason``;
+        our delivery whose outcome it could not apply is settled all the same (the client's outcome stands)."""
+        if not isinstance(token, Token):
+            return
+        dlv = token.delivery
+        if token.kind == "settle":
+            self.settle_out(dlv)
+            return
+        name = ERR_TXN_ROLLBACK if token.kind == "discharge" else ERR_RESOURCE_LIMIT
+        self.answer(dlv, REJECTED, condition=Condition(name, reason))
 
     def answer(self, dlv: Ptr, state: int, *, condition: Condition | None = None,
                data: list[Any] | None = None) -> None:
