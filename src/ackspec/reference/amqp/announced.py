@@ -64,9 +64,10 @@ def _ends(window: bytes, shift: int, size: int, *, begun_before: bool) -> list[i
         start = at - HEADER.size
         if begun_before and start >= shift:
             break
-        end = _announcing_frame_end(window, start)
-        if end is not None and 0 < end - shift < size:
-            found.append(end - shift)
+        if _may_announce(window, at + len(DISPOSITION_BODY)):  # most are settled: no header, no decode
+            end = _announcing_frame_end(window, start)
+            if end is not None and 0 < end - shift < size:
+                found.append(end - shift)
         at = window.find(DISPOSITION_BODY, at + 1)
     return found
 
@@ -78,8 +79,6 @@ def _announcing_frame_end(window: bytes, start: int) -> int | None:
     size, doff, frame_type, _channel = HEADER.unpack_from(window, start)
     end = start + size
     if doff != MIN_DOFF or frame_type != AMQP_FRAME or size > KEEP or end > len(window):
-        return None
-    if not _may_announce(window[start + HEADER.size + len(DISPOSITION_BODY):end]):
         return None
     data = Data()
     try:
@@ -95,17 +94,18 @@ def _announcing_frame_end(window: bytes, start: int) -> int | None:
     return end if has_state and not settled else None
 
 
-def _may_announce(fields: bytes) -> bool:
-    """Whether a disposition's field list (the bytes after its descriptor) may be unsettled with a state.
+def _may_announce(fields: bytes, pos: int) -> bool:
+    """Whether the disposition whose field list starts at ``pos`` (just after its descriptor) may be
+    unsettled with a state.
 
     False only when its encoding says so for sure: no ``state`` field, a null one, or ``settled`` true.
     Any encoding not read here (or bytes that end early) is left to the full decode (True)."""
     try:
-        constructor = fields[0]
+        constructor = fields[pos]
         if constructor == _LIST8:
-            count, pos = fields[2], 3
+            count, pos = fields[pos + 2], pos + 3
         elif constructor == _LIST32:
-            count, pos = int.from_bytes(fields[5:9]), 9
+            count, pos = int.from_bytes(fields[pos + 5:pos + 9]), pos + 9
         else:
             return constructor != 0x45  # list0: no fields at all
         if count < 5:
