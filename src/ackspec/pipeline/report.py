@@ -295,11 +295,34 @@ def _profile_deviations(profile: str | None) -> list[Any]:
         return []
 
 
-def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: Any) -> dict[str, Any]:
-    client_targets = {run.target for run in runs if run.results.target.is_client}
-    targets = sorted({run.target for run in runs}, key=lambda t: (t in client_targets, t))  # clients after brokers
-    by_run = {run.results.run_id: run for run in runs}
-    # cells: (requirement, target) -> runs in time order -> test entries
+@dataclass(slots=True)
+class _Evidence:
+    """What the matrix's cells are built from: results by (requirement, target) and run, and the
+    anomalies, by cell and judged (a decisive anomaly of a test that ran to its end is a verdict)."""
+
+    by_run: dict[str, _Run]
+    cell_runs: dict[tuple[str, str], dict[str, list[Any]]]
+    anomalies_by_cell: dict[tuple[str, str], list[Anomaly]]
+    judged: dict[Anomaly, tuple[Verdict, str]]
+    decided: dict[tuple[str, str], dict[str, list[Verdict]]]
+    tests_without_requirement: set[str]
+    all_result_tests: set[str]
+
+    def anomaly_dict(self, anomaly: Anomaly) -> dict[str, Any]:
+        """An anomaly as the report ships it: with its verdict when judged, or why it is only evidence."""
+        data = anomaly.to_dict()
+        if anomaly in self.judged:
+            data["verdict"], data["reason"] = str(self.judged[anomaly][0]), self.judged[anomaly][1]
+        elif anomaly.decisive:
+            data["reason"] = "review: the test did not run to its end (or has no result), so it may not have drained"
+        return data
+
+    def started(self, run_id: str) -> tuple[str, str]:
+        return self.by_run[run_id].results.started, run_id
+
+
+def gather_evidence(runs: Sequence[_Run], anomalies: Sequence[Anomaly]) -> _Evidence:
+    """Index the runs' results and the anomalies by cell (requirement, target) and run."""
     cell_runs: dict[tuple[str, str], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     tests_without_requirement: set[str] = set()
     all_result_tests: set[str] = set()
@@ -310,92 +333,123 @@ def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: An
                 tests_without_requirement.add(result.test)
                 continue
             cell_runs[(result.requirement, run.target)][run.results.run_id].append(result)
-    anomalies_by_cell: dict[tuple[str, str], list[Anomaly]] = defaultdict(list)
     run_target = {run.results.run_id: run.target for run in runs}
+    anomalies_by_cell: dict[tuple[str, str], list[Anomaly]] = defaultdict(list)
     for anomaly in anomalies:
         anomalies_by_cell[(anomaly.requirement, run_target.get(anomaly.run, "?"))].append(anomaly)
-    # decisive anomalies of tests that ran to their end are verdicts: (requirement, target) -> run -> verdicts
     judged = judge_anomalies(runs, anomalies)
     decided: dict[tuple[str, str], dict[str, list[Verdict]]] = defaultdict(lambda: defaultdict(list))
     for anomaly, (verdict, _) in judged.items():
         decided[(anomaly.requirement, run_target.get(anomaly.run, "?"))][anomaly.run].append(verdict)
+    return _Evidence({run.results.run_id: run for run in runs}, cell_runs, anomalies_by_cell, judged, decided,
+                     tests_without_requirement, all_result_tests)
 
-    def anomaly_dict(anomaly: Anomaly) -> dict[str, Any]:
-        data = anomaly.to_dict()
-        if anomaly in judged:
-            data["verdict"], data["reason"] = str(judged[anomaly][0]), judged[anomaly][1]
-        elif anomaly.decisive:
-            data["reason"] = "review: the test did not run to its end (or has no result), so it may not have drained"
-        return data
 
+def _timeline(evidence: _Evidence, cell: tuple[str, str], ordered: list[str]) -> list[dict[str, Any]]:
+    """The cell's verdict in each run that judged it, in time order."""
+    per_run, from_history = evidence.cell_runs.get(cell, {}), evidence.decided.get(cell, {})
+    timeline = []
+    for rid in ordered:
+        results = evidence.by_run[rid].results
+        verdict = combine([*(t.verdict for t in per_run.get(rid, [])), *from_history.get(rid, [])])
+        timeline.append({"run": rid, "started": results.started, "code_version": results.code_version,
+                         "verdict": str(verdict)})
+    return timeline
+
+
+def _changes(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Where the cell's verdict changed from one run to the next."""
+    return [{"run": b["run"], "started": b["started"], "from": a["verdict"], "to": b["verdict"],
+             "code_version": b["code_version"]}
+            for a, b in itertools.pairwise(timeline) if a["verdict"] != b["verdict"]]
+
+
+def _flaky(evidence: _Evidence, cell: tuple[str, str], ordered: list[str]) -> list[dict[str, Any]]:
+    """The code versions under which the cell's tests both passed and failed."""
+    per_run = evidence.cell_runs.get(cell, {})
+    by_code: dict[str, set[str]] = defaultdict(set)
+    for rid in ordered:
+        for t in per_run.get(rid, []):
+            by_code[evidence.by_run[rid].results.code_version].add(str(t.verdict))
+    return [{"requirement": cell[0], "target": cell[1], "code_version": code}
+            for code, verdicts in by_code.items() if "pass" in verdicts and "fail" in verdicts]
+
+
+def _last_cell(evidence: _Evidence, cell: tuple[str, str], last_id: str,
+               timeline: list[dict[str, Any]]) -> dict[str, Any]:
+    """A judged cell as its last run left it: verdict, tests, failing operations and anomalies."""
+    requirement, target = cell
+    last = evidence.by_run[last_id].results
+    entries = evidence.cell_runs.get(cell, {}).get(last_id, [])
+    judged = evidence.judged
+    verdict = combine([*(t.verdict for t in entries), *evidence.decided.get(cell, {}).get(last_id, [])])
+    cell_anomalies = [a for a in evidence.anomalies_by_cell.get(cell, []) if a.run == last_id]
+    data: dict[str, Any] = {
+        "requirement": requirement, "target": target, "verdict": str(verdict),
+        "failure": is_failure(verdict), "last_run": last_id, "last_started": last.started,
+        "code_version": last.code_version, "seed": _first(t.seed for t in entries) or last.seed,
+        "tests": [{"test": t.test, "verdict": str(t.verdict), "seed": t.seed, "duration": t.duration,
+                   "message": t.message, "history": t.history, "operations": list(t.operations)}
+                  for t in entries],
+        "failing_operations": sorted({op for t in entries if is_failure(t.verdict) for op in t.operations}
+                                     | {op for a in cell_anomalies if a in judged
+                                        and is_failure(judged[a][0]) for op in a.operations}),
+        "anomalies": [evidence.anomaly_dict(a) for a in cell_anomalies],
+        "timeline": timeline,
+    }
+    decisive = [a for a in cell_anomalies if a in judged]
+    if decisive:
+        tests = sorted({a.test for a in decisive})
+        data["note"] = (f"the history checks decided it: {len(decisive)} message(s) that "
+                        f"{', '.join(tests)} declared it expects delivered were never consumed")
+    return data
+
+
+def judged_cells(evidence: _Evidence) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The cells some test or decisive anomaly judged, with the verdict changes and the flaky ones."""
     cells: list[dict[str, Any]] = []
     history: list[dict[str, Any]] = []
     flaky: list[dict[str, Any]] = []
-    for (requirement, target) in sorted(set(cell_runs) | set(decided)):
-        per_run = cell_runs.get((requirement, target), {})
-        from_history = decided.get((requirement, target), {})
-        ordered = sorted(set(per_run) | set(from_history), key=lambda rid: (by_run[rid].results.started, rid))
-        timeline = []
-        for rid in ordered:
-            results = by_run[rid].results
-            verdict = combine([*(t.verdict for t in per_run.get(rid, [])), *from_history.get(rid, [])])
-            timeline.append({"run": rid, "started": results.started, "code_version": results.code_version,
-                             "verdict": str(verdict)})
-        changes = [{"run": b["run"], "started": b["started"], "from": a["verdict"], "to": b["verdict"],
-                    "code_version": b["code_version"]}
-                   for a, b in itertools.pairwise(timeline) if a["verdict"] != b["verdict"]]
-        by_code: dict[str, set[str]] = defaultdict(set)
-        for rid in ordered:
-            for t in per_run.get(rid, []):
-                by_code[by_run[rid].results.code_version].add(str(t.verdict))
-        for code, verdicts in by_code.items():
-            if "pass" in verdicts and "fail" in verdicts:
-                flaky.append({"requirement": requirement, "target": target, "code_version": code})
+    for cell in sorted(set(evidence.cell_runs) | set(evidence.decided)):
+        ordered = sorted(set(evidence.cell_runs.get(cell, {})) | set(evidence.decided.get(cell, {})),
+                         key=evidence.started)
+        timeline = _timeline(evidence, cell, ordered)
+        flaky.extend(_flaky(evidence, cell, ordered))
+        changes = _changes(timeline)
         if changes:
-            history.append({"requirement": requirement, "target": target, "changes": changes})
-        last_id = ordered[-1]
-        last = by_run[last_id].results
-        entries = per_run.get(last_id, [])
-        verdict = combine([*(t.verdict for t in entries), *from_history.get(last_id, [])])
-        cell_anomalies = [a for a in anomalies_by_cell.get((requirement, target), []) if a.run == last_id]
-        cell: dict[str, Any] = {
-            "requirement": requirement, "target": target, "verdict": str(verdict),
-            "failure": is_failure(verdict), "last_run": last_id, "last_started": last.started,
-            "code_version": last.code_version, "seed": _first(t.seed for t in entries) or last.seed,
-            "tests": [{"test": t.test, "verdict": str(t.verdict), "seed": t.seed, "duration": t.duration,
-                       "message": t.message, "history": t.history, "operations": list(t.operations)}
-                      for t in entries],
-            "failing_operations": sorted({op for t in entries if is_failure(t.verdict) for op in t.operations}
-                                         | {op for a in cell_anomalies if a in judged
-                                            and is_failure(judged[a][0]) for op in a.operations}),
-            "anomalies": [anomaly_dict(a) for a in cell_anomalies],
-            "timeline": timeline,
-        }
-        decisive = [a for a in cell_anomalies if a in judged]
-        if decisive:
-            tests = sorted({a.test for a in decisive})
-            cell["note"] = (f"the history checks decided it: {len(decisive)} message(s) that "
-                            f"{', '.join(tests)} declared it expects delivered were never consumed")
-        cells.append(cell)
-    # anomalies of requirements no result mentions still show up in the matrix
-    for (requirement, target), everything in sorted(anomalies_by_cell.items()):
-        if (requirement, target) not in cell_runs and (requirement, target) not in decided:
-            last_run = max({a.run for a in everything},
-                           key=lambda rid: (by_run[rid].results.started, rid) if rid in by_run else ("", rid))
-            found = [a for a in everything if a.run == last_run]
-            # no test judged it: the anomaly is evidence to review, not a verdict (a test may
-            # deliberately leave messages unconsumed, which looks like loss to the history check)
-            cells.append({"requirement": requirement, "target": target, "verdict": str(Verdict.INDETERMINATE),
-                          "failure": False, "last_run": last_run, "last_started": by_run[last_run].results.started
-                          if last_run in by_run else "", "code_version": "", "seed": None, "tests": [],
-                          "failing_operations": sorted({op for a in found for op in a.operations}),
-                          "anomalies": [anomaly_dict(a) for a in found], "timeline": [],
-                          "note": "found by the history checks only (no test result): review the operations"})
+            history.append({"requirement": cell[0], "target": cell[1], "changes": changes})
+        cells.append(_last_cell(evidence, cell, ordered[-1], timeline))
+    return cells, history, flaky
 
+
+def history_only_cells(evidence: _Evidence) -> list[dict[str, Any]]:
+    """Cells of requirements no result mentions, found by the history checks only: still shown in the matrix.
+
+    No test judged them: the anomaly is evidence to review, not a verdict (a test may
+    deliberately leave messages unconsumed, which looks like loss to the history check)."""
+    by_run = evidence.by_run
+    cells = []
+    for (requirement, target), everything in sorted(evidence.anomalies_by_cell.items()):
+        if (requirement, target) in evidence.cell_runs or (requirement, target) in evidence.decided:
+            continue
+        last_run = max({a.run for a in everything},
+                       key=lambda rid: (by_run[rid].results.started, rid) if rid in by_run else ("", rid))
+        found = [a for a in everything if a.run == last_run]
+        cells.append({"requirement": requirement, "target": target, "verdict": str(Verdict.INDETERMINATE),
+                      "failure": False, "last_run": last_run, "last_started": by_run[last_run].results.started
+                      if last_run in by_run else "", "code_version": "", "seed": None, "tests": [],
+                      "failing_operations": sorted({op for a in found for op in a.operations}),
+                      "anomalies": [evidence.anomaly_dict(a) for a in found], "timeline": [],
+                      "note": "found by the history checks only (no test result): review the operations"})
+    return cells
+
+
+def requirement_entries(cells: Sequence[dict[str, Any]], catalogue: Any) -> dict[str, dict[str, Any]]:
+    """Every requirement of the catalogue and every one a cell cites (unknown ones marked so), by id."""
     requirements: dict[str, dict[str, Any]] = {}
     known = set(catalogue.ids) if catalogue is not None else set()
     cited = {c["requirement"] for c in cells}
-    for rid in sorted(cited | (known if catalogue is not None else set())):
+    for rid in sorted(cited | known):
         if catalogue is not None and rid in catalogue:
             req = catalogue.get(rid)
             requirements[rid] = {"id": rid, "title": req.title, "rule": req.rule, "level": str(req.level),
@@ -405,53 +459,79 @@ def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: An
             requirements[rid] = {"id": rid, "title": "(not in the catalogue)", "rule": "", "level": "",
                                  "family": "unknown", "source": "", "role": "", "protocols": [],
                                  "testable": True, "known": False}
+    return requirements
+
+
+def _normative(entry: dict[str, Any]) -> bool:
+    return bool(entry["known"]) and entry["level"] in NORMATIVE
+
+
+def coverage(runs: Sequence[_Run], evidence: _Evidence, cells: Sequence[dict[str, Any]],
+             requirements: dict[str, dict[str, Any]], targets: Sequence[str], catalogue: Any) -> dict[str, Any]:
+    """What is not covered: normative requirements without a test, tests without a requirement, and more."""
     tested = {c["requirement"] for c in cells if c["tests"]}
     statically_cited = _static_citations()
     untested = [rid for rid, r in requirements.items()
-                if r["known"] and r["level"] in NORMATIVE and r["testable"] and rid not in tested
-                and rid not in statically_cited]
+                if _normative(r) and r["testable"] and rid not in tested and rid not in statically_cited]
     cited_not_run = [rid for rid, r in requirements.items()
-                     if r["known"] and r["level"] in NORMATIVE and rid in statically_cited and rid not in tested]
+                     if _normative(r) and rid in statically_cited and rid not in tested]
     junit_only: set[str] = set()
     for run in runs:
         if run.dir.junit.is_file():
             junit_only |= {t for t in junit_tests(run.dir.junit)
-                           if not any(t.endswith(r.split("::", 1)[-1]) for r in all_result_tests)}
+                           if not any(t.endswith(r.split("::", 1)[-1]) for r in evidence.all_result_tests)}
+    client_targets = {run.target for run in runs if run.results.target.is_client}
     ran = {(c["requirement"], c["target"]) for c in cells if c["tests"]}
     never_run = {target: [rid for rid, r in requirements.items()
-                          if r["known"] and r["level"] in NORMATIVE and r["testable"]
+                          if _normative(r) and r["testable"]
                           and _role_fits(r["role"], target in client_targets) and (rid, target) not in ran]
                  for target in targets}
-    unknown = sorted(rid for rid, r in requirements.items() if not r["known"])
+    return {
+        "normative_without_test": untested,
+        "cited_but_never_run": cited_not_run,
+        "tests_without_requirement": sorted(evidence.tests_without_requirement | junit_only),
+        "never_run_against_target": never_run,
+        "unknown_requirements": sorted(rid for rid, r in requirements.items() if not r["known"]),
+        "catalogue_size": len(set(catalogue.ids) if catalogue is not None else set()),
+        "titles": {rid: r["title"] for rid, r in requirements.items()},
+        "levels": {rid: r["level"] for rid, r in requirements.items()},
+    }
+
+
+def run_entry(run: _Run) -> dict[str, Any]:
+    """One run as the report lists it."""
+    r = run.results
+    return {"run": r.run_id, "started": r.started, "finished": r.finished,
+            "target": run.target, "url": r.target.url, "protocol": r.target.protocol,
+            "adapter": r.target.adapter, "kind": r.target.kind,
+            "library": r.target.library, "version": r.target.version,
+            "broker": r.target.broker, "profile": r.target.profile,
+            "code_version": r.code_version,
+            "seed": r.seed, "strict": r.strict, "tests": len(r.tests),
+            "interrupted": r.interrupted, "dir": str(run.dir.root)}
+
+
+def build_data(runs: Sequence[_Run], anomalies: Sequence[Anomaly], catalogue: Any) -> dict[str, Any]:
+    """The report's data: runs, targets (clients after brokers), the matrix's cells, coverage, history."""
+    client_targets = {run.target for run in runs if run.results.target.is_client}
+    targets = sorted({run.target for run in runs}, key=lambda t: (t in client_targets, t))
+    evidence = gather_evidence(runs, anomalies)
+    cells, history, flaky = judged_cells(evidence)
+    cells.extend(history_only_cells(evidence))
+    requirements = requirement_entries(cells, catalogue)
     # only requirements that appear in the matrix are shipped in full; the rest by id in coverage
     shown = {c["requirement"] for c in cells}
     return {
         "schema": REPORT_SCHEMA,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "runs": [{"run": r.results.run_id, "started": r.results.started, "finished": r.results.finished,
-                  "target": r.target, "url": r.results.target.url, "protocol": r.results.target.protocol,
-                  "adapter": r.results.target.adapter, "kind": r.results.target.kind,
-                  "library": r.results.target.library, "version": r.results.target.version,
-                  "broker": r.results.target.broker, "profile": r.results.target.profile,
-                  "code_version": r.results.code_version,
-                  "seed": r.results.seed, "strict": r.results.strict, "tests": len(r.results.tests),
-                  "interrupted": r.results.interrupted, "dir": str(r.dir.root)} for r in runs],
+        "runs": [run_entry(r) for r in runs],
         "targets": targets,
         "requirements": {rid: r for rid, r in requirements.items() if rid in shown},
         "cells": cells,
-        "coverage": {
-            "normative_without_test": untested,
-            "cited_but_never_run": cited_not_run,
-            "tests_without_requirement": sorted(tests_without_requirement | junit_only),
-            "never_run_against_target": never_run,
-            "unknown_requirements": unknown,
-            "catalogue_size": len(known),
-            "titles": {rid: r["title"] for rid, r in requirements.items()},
-            "levels": {rid: r["level"] for rid, r in requirements.items()},
-        },
+        "coverage": coverage(runs, evidence, cells, requirements, targets, catalogue),
         "history": history,
         "flaky": flaky,
-        "anomalies": [anomaly_dict(a) for a in anomalies],
+        "anomalies": [evidence.anomaly_dict(a) for a in anomalies],
     }
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ackspec.history.anomalies import Anomaly, AnomalyKind
 from ackspec.history.record import Op, Record, RecordType
@@ -39,6 +39,10 @@ COMPATIBLE_MODES: dict[AnomalyKind, tuple[str, ...]] = {
     AnomalyKind.IN_FLIGHT: _ACKING,
 }
 """The ack modes in which each kind can be injected without causing a second anomaly."""
+
+_SEND_ERRORS = {"info": "receipt timed out", "fail": "ERROR frame"}
+_CONFIRM_ERRORS = {"info": "connection lost", "fail": "rejected"}
+"""The error of a send that was not confirmed: indeterminate (``info``) or failed, synchronously or not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,64 +127,76 @@ class _Simulation:
 
     # --- producers ---------------------------------------------------------------------------
     def produce(self, producer: str, seqs: range) -> Iterator[None]:
+        """One producer's connection: its sends (yielding between steps, so producers and consumers interleave)."""
         process = f"{producer}.conn"
         self.rec(RecordType.INVOKE, Op.CONNECT, process)
         self.rec(RecordType.OK, Op.CONNECT, process)
+        if self.p.transactional_producer:
+            yield from self.produce_in_transactions(producer, process, seqs)
+        else:
+            for seq in seqs:
+                yield from self.send_one(producer, process, seq)
+        self.rec(RecordType.INVOKE, Op.DISCONNECT, process)
+        self.rec(RecordType.OK, Op.DISCONNECT, process)
+
+    def send_fields(self, producer: str, seq: int) -> dict[str, Any]:
+        return {"destination": self.destination, "producer": producer, "seq": seq, "persistent": True}
+
+    def produce_in_transactions(self, producer: str, process: str, seqs: range) -> Iterator[None]:
+        """Sends in transactions of 1-5 messages, each committed (or aborted, or left indeterminate)."""
         batch: list[_Msg] = []
         tx: str | None = None
         tx_number = 0
         for seq in seqs:
-            msg = _Msg(producer, seq)
-            common = {"destination": self.destination, "producer": producer, "seq": seq, "persistent": True}
-            if self.p.transactional_producer:
-                if tx is None:
-                    tx_number += 1
-                    tx = f"{producer}.tx{tx_number}"
-                    self.rec(RecordType.INVOKE, Op.BEGIN, process, transaction=tx)
-                    self.rec(RecordType.OK, Op.BEGIN, process, transaction=tx)
-                self.rec(RecordType.INVOKE, Op.SEND, process, transaction=tx, **common)
-                self.rec(RecordType.OK, Op.SEND, process, transaction=tx, **common)
-                batch.append(msg)
-                if len(batch) >= self.rng.randint(1, 5):
-                    self.end_transaction(process, tx, batch)
-                    batch, tx = [], None
-                yield None
-                continue
-            lose = self.pending is AnomalyKind.LOST and self.rng.random() < 0.3
-            if lose:
-                self.pending = None  # claimed now: another producer must not lose one too
-            roll = self.rng.random()
-            ops = [self.rec(RecordType.INVOKE, Op.SEND, process, **common)]
-            if self.p.async_confirms:
-                ops.append(self.rec(RecordType.OK, Op.SEND, process, **common))
-                yield None
-                if lose or roll >= self.p.indeterminate_rate + self.p.fail_rate:
-                    ops.append(self.rec(RecordType.OK, Op.CONFIRM, process, **common))
-                    outcome = "ok"
-                elif roll < self.p.indeterminate_rate:
-                    ops.append(self.rec(RecordType.INFO, Op.CONFIRM, process, error="connection lost", **common))
-                    outcome = "info"
-                else:
-                    ops.append(self.rec(RecordType.FAIL, Op.CONFIRM, process, error="rejected", **common))
-                    outcome = "fail"
-            elif lose or roll >= self.p.indeterminate_rate + self.p.fail_rate:
-                ops.append(self.rec(RecordType.OK, Op.SEND, process, **common))
-                outcome = "ok"
-            elif roll < self.p.indeterminate_rate:
-                ops.append(self.rec(RecordType.INFO, Op.SEND, process, error="receipt timed out", **common))
-                outcome = "info"
-            else:
-                ops.append(self.rec(RecordType.FAIL, Op.SEND, process, error="ERROR frame", **common))
-                outcome = "fail"
-            if lose:
-                self.expect(AnomalyKind.LOST, msg, ops)
-            elif outcome == "ok" or (outcome == "info" and self.rng.random() < 0.5):
-                self.queue.append(msg)
+            common = self.send_fields(producer, seq)
+            if tx is None:
+                tx_number += 1
+                tx = f"{producer}.tx{tx_number}"
+                self.rec(RecordType.INVOKE, Op.BEGIN, process, transaction=tx)
+                self.rec(RecordType.OK, Op.BEGIN, process, transaction=tx)
+            self.rec(RecordType.INVOKE, Op.SEND, process, transaction=tx, **common)
+            self.rec(RecordType.OK, Op.SEND, process, transaction=tx, **common)
+            batch.append(_Msg(producer, seq))
+            if len(batch) >= self.rng.randint(1, 5):
+                self.end_transaction(process, tx, batch)
+                batch, tx = [], None
             yield None
         if batch and tx is not None:
             self.end_transaction(process, tx, batch)
-        self.rec(RecordType.INVOKE, Op.DISCONNECT, process)
-        self.rec(RecordType.OK, Op.DISCONNECT, process)
+
+    def send_one(self, producer: str, process: str, seq: int) -> Iterator[None]:
+        """One send outside a transaction: confirmed, failed or indeterminate (or lost, when injected)."""
+        msg, common = _Msg(producer, seq), self.send_fields(producer, seq)
+        lose = self.pending is AnomalyKind.LOST and self.rng.random() < 0.3
+        if lose:
+            self.pending = None  # claimed now: another producer must not lose one too
+        roll = self.rng.random()
+        ops = [self.rec(RecordType.INVOKE, Op.SEND, process, **common)]
+        if self.p.async_confirms:
+            ops.append(self.rec(RecordType.OK, Op.SEND, process, **common))
+            yield None
+        outcome = "ok" if lose else self.send_outcome(roll)
+        ops.append(self.record_outcome(process, common, outcome))
+        if lose:
+            self.expect(AnomalyKind.LOST, msg, ops)
+        elif outcome == "ok" or (outcome == "info" and self.rng.random() < 0.5):
+            self.queue.append(msg)
+        yield None
+
+    def send_outcome(self, roll: float) -> str:
+        """``ok``, ``info`` (indeterminate) or ``fail``, by the test's rates."""
+        if roll >= self.p.indeterminate_rate + self.p.fail_rate:
+            return "ok"
+        return "info" if roll < self.p.indeterminate_rate else "fail"
+
+    def record_outcome(self, process: str, common: dict[str, Any], outcome: str) -> int:
+        """The send's completion: its receipt, or its asynchronous confirmation."""
+        op = Op.CONFIRM if self.p.async_confirms else Op.SEND
+        if outcome == "ok":
+            return self.rec(RecordType.OK, op, process, **common)
+        errors = _CONFIRM_ERRORS if self.p.async_confirms else _SEND_ERRORS
+        kind = RecordType.INFO if outcome == "info" else RecordType.FAIL
+        return self.rec(kind, op, process, error=errors[outcome], **common)
 
     def end_transaction(self, process: str, tx: str, batch: list[_Msg]) -> None:
         roll = self.rng.random()
@@ -331,77 +347,108 @@ class _Simulation:
     # --- injections ----------------------------------------------------------------------------
     def inject(self, c: _Consumer) -> bool:
         """Make the broker misbehave once, if the state allows; True when it did."""
-        kind = self.pending
         if c.outstanding:
             self.ack_all(c)
             return True
         head = self.queue[0] if self.queue else None
         if head is None or head.count != 0 or len(self.queue) < c.limit + 2:
             return False
-        if kind is AnomalyKind.ORDER:
-            first = head
-            second = next((m for m in list(self.queue)[1:] if m.producer == first.producer), None)
-            if second is None or second.count != 0:
-                return False
-            self.queue.remove(first)
-            self.queue.remove(second)
-            later = self.deliver(c, second)
-            earlier = self.deliver(c, first)
-            self.expect(kind, first, [later, earlier])
-        elif kind is AnomalyKind.DUPLICATE:
-            msg = self.queue.popleft()
-            first_index = self.deliver(c, msg)
-            again = self.deliver(c, msg, again=True, redelivered=False, count=1)
-            self.expect(kind, msg, [first_index, again])
-        elif kind is AnomalyKind.DUPLICATE_AFTER_ACK:
-            msg = self.queue.popleft()
-            first_index = self.deliver(c, msg)
-            acked_at = self.ack_all(c)
-            assert acked_at is not None
-            again = self.deliver(c, msg)
-            self.expect(kind, msg, [first_index, acked_at, again])
-        elif kind is AnomalyKind.DELIVERY_COUNT_START:
-            msg = self.queue.popleft()
-            index = self.deliver(c, msg, count=self.rng.choice((0, 2)), redelivered=False)
-            self.expect(kind, msg, [index])
-        elif kind is AnomalyKind.DELIVERY_COUNT_DECREASE:
-            if self.max_red < 2:
-                self.pending = None  # cannot happen within the limit; the generator avoids this
-                return False
-            msg = self.queue[0]
-            indexes = []
-            for _ in range(2):
-                indexes.append(self.deliver(c, self.queue.popleft()))
-                self.reset(c)
-            index = self.deliver(c, self.queue.popleft(), count=1, redelivered=True)
-            self.expect(kind, msg, [indexes[-1], index])
-        elif kind is AnomalyKind.DEAD_LETTER:
-            msg = self.queue[0]
-            if self.rng.random() < 0.5:
-                msg.early_dlq = True
-                self.deliver(c, self.queue.popleft())
-                self.reset(c)
-                self.early_dead_letter = msg
-                assert not self.dlq or self.dlq[-1] is msg
-            else:
-                for _ in range(self.max_red):
-                    self.deliver(c, self.queue.popleft())
-                    self.reset(c)
-                msg.beyond = True
-                self.deliver(c, self.queue.popleft())
-                self.reset(c)
-                index = self.deliver(c, self.queue.popleft())
-                self.expect(kind, msg, [index])
-        elif kind is AnomalyKind.IN_FLIGHT:
-            index = -1
-            for _ in range(c.limit + 1):
-                index = self.deliver(c, self.queue.popleft())
-            self.expect(kind, c.outstanding[-1][0], [c.limit_index, index])
-        else:  # pragma: no cover - every kind is handled above
+        kind = self.pending
+        if kind is None or kind not in self.INJECTIONS:  # pragma: no cover - every kind is handled
             raise AssertionError(kind)
+        if not self.INJECTIONS[kind](self, c, head):
+            return False
         self.pending = None  # injected (an early dead-letter is expected when the DLQ is read)
         self.ack_all(c)
         return True
+
+    def inject_order(self, c: _Consumer, first: _Msg) -> bool:
+        """Deliver a producer's second message before its first."""
+        second = next((m for m in list(self.queue)[1:] if m.producer == first.producer), None)
+        if second is None or second.count != 0:
+            return False
+        self.queue.remove(first)
+        self.queue.remove(second)
+        later = self.deliver(c, second)
+        earlier = self.deliver(c, first)
+        self.expect(AnomalyKind.ORDER, first, [later, earlier])
+        return True
+
+    def inject_duplicate(self, c: _Consumer, head: _Msg) -> bool:
+        """Deliver the same message twice, the second time unmarked."""
+        msg = self.queue.popleft()
+        first_index = self.deliver(c, msg)
+        again = self.deliver(c, msg, again=True, redelivered=False, count=1)
+        self.expect(AnomalyKind.DUPLICATE, msg, [first_index, again])
+        return True
+
+    def inject_duplicate_after_ack(self, c: _Consumer, head: _Msg) -> bool:
+        """Deliver a message again after its acknowledgement took effect."""
+        msg = self.queue.popleft()
+        first_index = self.deliver(c, msg)
+        acked_at = self.ack_all(c)
+        assert acked_at is not None
+        again = self.deliver(c, msg)
+        self.expect(AnomalyKind.DUPLICATE_AFTER_ACK, msg, [first_index, acked_at, again])
+        return True
+
+    def inject_delivery_count_start(self, c: _Consumer, head: _Msg) -> bool:
+        """A first delivery whose delivery count is not 1."""
+        msg = self.queue.popleft()
+        index = self.deliver(c, msg, count=self.rng.choice((0, 2)), redelivered=False)
+        self.expect(AnomalyKind.DELIVERY_COUNT_START, msg, [index])
+        return True
+
+    def inject_delivery_count_decrease(self, c: _Consumer, msg: _Msg) -> bool:
+        """A third delivery whose count went back to 1 (needs a redelivery limit of 2 or more)."""
+        if self.max_red < 2:
+            self.pending = None  # cannot happen within the limit; the generator avoids this
+            return False
+        indexes = []
+        for _ in range(2):
+            indexes.append(self.deliver(c, self.queue.popleft()))
+            self.reset(c)
+        index = self.deliver(c, self.queue.popleft(), count=1, redelivered=True)
+        self.expect(AnomalyKind.DELIVERY_COUNT_DECREASE, msg, [indexes[-1], index])
+        return True
+
+    def inject_dead_letter(self, c: _Consumer, msg: _Msg) -> bool:
+        """Dead-letter a message before its limit (expected when the DLQ is read), or redeliver it past it."""
+        if self.rng.random() < 0.5:
+            msg.early_dlq = True
+            self.deliver(c, self.queue.popleft())
+            self.reset(c)
+            self.early_dead_letter = msg
+            assert not self.dlq or self.dlq[-1] is msg
+            return True
+        for _ in range(self.max_red):
+            self.deliver(c, self.queue.popleft())
+            self.reset(c)
+        msg.beyond = True
+        self.deliver(c, self.queue.popleft())
+        self.reset(c)
+        index = self.deliver(c, self.queue.popleft())
+        self.expect(AnomalyKind.DEAD_LETTER, msg, [index])
+        return True
+
+    def inject_in_flight(self, c: _Consumer, head: _Msg) -> bool:
+        """Deliver one message more than the consumer's prefetch bound allows."""
+        index = -1
+        for _ in range(c.limit + 1):
+            index = self.deliver(c, self.queue.popleft())
+        self.expect(AnomalyKind.IN_FLIGHT, c.outstanding[-1][0], [c.limit_index, index])
+        return True
+
+    INJECTIONS: ClassVar[dict[AnomalyKind, Callable[[_Simulation, _Consumer, _Msg], bool]]] = {
+        AnomalyKind.ORDER: inject_order,
+        AnomalyKind.DUPLICATE: inject_duplicate,
+        AnomalyKind.DUPLICATE_AFTER_ACK: inject_duplicate_after_ack,
+        AnomalyKind.DELIVERY_COUNT_START: inject_delivery_count_start,
+        AnomalyKind.DELIVERY_COUNT_DECREASE: inject_delivery_count_decrease,
+        AnomalyKind.DEAD_LETTER: inject_dead_letter,
+        AnomalyKind.IN_FLIGHT: inject_in_flight,
+    }
+    """How each kind a consumer's step injects is made (a loss is injected by a producer)."""
 
     # --- the whole test ---------------------------------------------------------------------------
     def simulate(self) -> None:
