@@ -18,6 +18,7 @@ history.
 from __future__ import annotations
 
 import random
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -103,7 +104,9 @@ class _Simulation:
         self.p = params
         self.rng = random.Random(seed)
         self.run, self.test, self.target = run, test, target
-        self.destination = f"/queue/synthetic.{abs(hash((run, test))) % 10**8}"
+        # crc32, not hash(): str hashes differ between processes, and the same seed must give the same history
+        key = f"{run}\n{test}".encode()
+        self.destination = f"/queue/synthetic.{zlib.crc32(key) % 10**8}"
         self.records: list[Record] = []
         self.expected: list[Anomaly] = []
         self.queue: deque[_Msg] = deque()
