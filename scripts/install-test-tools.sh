@@ -22,3 +22,8 @@ done
 # the Java shim around the real JMS clients (Artemis, ActiveMQ Classic, Qpid JMS), from Maven Central
 echo "install-test-tools: building the Java JMS shim (adapters/java)"
 bash adapters/java/build.sh
+
+# the class-data sharing archive of small Spark sessions (ackspec.pipeline.class_cache), so that the machine's
+# first `ackspec report --engine spark` starts its JVM as fast as later ones (a minute of CPU here, once)
+echo "install-test-tools: writing the Spark class archive"
+python3 -m ackspec.pipeline.warmup

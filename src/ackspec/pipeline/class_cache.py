@@ -7,25 +7,35 @@ archive (JDK 13+: ``-XX:ArchiveClassesAtExit`` writes one when the JVM exits,
 ``-XX:SharedArchiveFile`` maps it). Measured on one suite run at load 15 (2 cores): the
 session's start-up 5.3 -> 2.7 s of CPU, planning the read 3.6 -> 2.5 s, the check 5.8 -> 5.1 s.
 
-The first small session of a machine writes the archive (under a name of its own, so two
-processes never write the same file); a later one adopts it once its writer has exited, and
-every one after maps it. It is keyed by the PySpark version and the Java binary: a Spark or
-JDK upgrade makes a new one. An archive the JVM cannot use (another class path) is ignored
-by the JVM itself (``-Xshare:auto``), never an error. ``ACKSPEC_SPARK_CLASS_CACHE=0`` turns
-it off; ``ACKSPEC_CACHE_DIR`` moves it (default ``~/.cache/ackspec``).
+The archive is written off a user's critical path: by ``python -m ackspec.pipeline.warmup``
+(the install script runs it, so a machine's first report maps it), or, when a small session
+finds none, by that command started in the background once the report's process ends (a
+report's own JVM never writes it: dumping the classes costs it CPU and time). A writer writes
+under a name of its own (``ACKSPEC_SPARK_CLASS_CACHE=write`` asks for it), so two processes never
+write the same file; the archive is adopted once its writer has exited, and every session
+after maps it. It is keyed by the PySpark version and the Java binary: a Spark or JDK upgrade
+makes a new one. An archive the JVM cannot use (another class path) is ignored by the JVM
+itself (``-Xshare:auto``), never an error. ``ACKSPEC_SPARK_CLASS_CACHE=0`` turns it off;
+``ACKSPEC_CACHE_DIR`` moves it (default ``~/.cache/ackspec``).
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 QUIET = "-Xshare:auto -Xlog:cds*=off -Xlog:class+path=off"
 """Options of every use: map the archive if it fits, and say nothing on the user's terminal (writing
 an archive lists every class it skips)."""
+
+MODE_VARIABLE = "ACKSPEC_SPARK_CLASS_CACHE"
 
 SETTLE_SECONDS = 30.0
 """How long an archive must have been left alone, its writer gone, before another process adopts it:
@@ -86,19 +96,75 @@ def adopt_finished(final: Path) -> None:
             continue
 
 
-def java_options() -> str:
-    """JVM options of a small local session: map the archive, or write one when this JVM exits."""
-    if os.environ.get("ACKSPEC_SPARK_CLASS_CACHE", "1") == "0":
-        return ""
+def _mode() -> str:
+    """``1`` (map the archive, have it written later if missing), ``0`` (off) or ``write`` (this JVM writes it)."""
+    return os.environ.get(MODE_VARIABLE, "1")
+
+
+def _final() -> Path | None:
+    """The archive's path after adopting a finished one; ``None`` when off or there is no Java or no cache."""
+    if _mode() == "0":
+        return None
     directory = cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
         final = archive_path(directory)
-        if final is None:
-            return ""
-        adopt_finished(final)
+        if final is not None:
+            adopt_finished(final)
     except OSError:
-        return ""  # no writable cache: start as without it
+        return None  # no writable cache: start as without it
+    return final
+
+
+def java_options() -> str:
+    """JVM options of a small local session: map the archive; in ``write`` mode, write one when this JVM exits."""
+    final = _final()
+    if final is None:
+        return ""
     if final.is_file():
         return f"-XX:SharedArchiveFile={final} {QUIET}"
-    return f"-XX:ArchiveClassesAtExit={final}.{os.getpid()}.tmp {QUIET}"
+    if _mode() == "write":
+        return f"-XX:ArchiveClassesAtExit={writing_path(final, os.getpid())} {QUIET}"
+    return ""
+
+
+def writing_path(final: Path, pid: int) -> Path:
+    """Where the JVM of process ``pid`` writes the archive, until it is adopted as ``final``."""
+    return Path(f"{final}.{pid}.tmp")
+
+
+def missing() -> bool:
+    """Whether the archive should be written: on, not present, and nobody writing it now."""
+    if _mode() != "1":
+        return False
+    final = _final()
+    if final is None or final.is_file():
+        return False
+    for written in final.parent.glob(f"{final.name}.*.tmp"):
+        pid = written.name.removeprefix(f"{final.name}.").removesuffix(".tmp")
+        if pid.isdigit() and _alive(int(pid)):
+            return False
+    return True
+
+
+def write_in_background() -> None:
+    """Once this process ends, start ``python -m ackspec.pipeline.warmup`` detached (at low priority) to write
+    the archive, so this process's report is not slowed by it and the next one maps it."""
+    if _mode() == "1":
+        _register_writer()
+
+
+@functools.cache
+def _register_writer() -> None:
+    """Once per process."""
+    atexit.register(_spawn_writer)
+
+
+def _spawn_writer() -> None:
+    command = [sys.executable, "-m", "ackspec.pipeline.warmup", "--quiet"]
+    nice = shutil.which("nice")
+    try:
+        subprocess.Popen([nice, "-n", "10", *command] if nice else command, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return  # the next report tries again

@@ -135,7 +135,8 @@ def get_session(master: str | None = None, *, app_name: str = "ackspec-pipeline"
 
     ``small``: the caller knows its input is small (one suite run); a local master then starts
     and runs with :data:`SMALL_SETTINGS`, its JVM mapping the classes of an earlier one
-    (:mod:`ackspec.pipeline.class_cache`). Ignored when a session is already running."""
+    (:mod:`ackspec.pipeline.class_cache`; when there is no archive yet, one is written in the
+    background once this process ends). Ignored when a session is already running."""
     from pyspark.sql import SparkSession  # noqa: PLC0415 - Spark is imported only where it is used
 
     active = SparkSession.getActiveSession()
@@ -153,6 +154,8 @@ def get_session(master: str | None = None, *, app_name: str = "ackspec-pipeline"
     settings = session_settings(chosen, small=small)
     if small and is_local(chosen) and not submitted:  # spark-submit has started its JVM already
         settings["spark.driver.extraJavaOptions"] += f" {class_cache.java_options()}"
+        if class_cache.missing():
+            class_cache.write_in_background()
     for key, value in {**settings, **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
