@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from ackspec.history.anomalies import AnomalyKind
 from ackspec.history.checks import check_histories
-from ackspec.pipeline.checks_spark import check_histories_spark
+from ackspec.pipeline.checks_spark import SparkCheck, check_dataframe, check_histories_spark
 from ackspec.pipeline.schema import read_run, records_dataframe, write_parquet
 from ackspec.pipeline.synthetic import generate_suite
 from ackspec.results.layout import RunDir
@@ -100,3 +100,19 @@ def test_malformed_json_lines_are_reported_per_run_and_the_rest_is_checked(spark
     assert problems[victim.name].detail == "malformed history line: {not json"
     assert problems["run-b"].detail == "history schema version 7 is not supported (expected 1)"
     assert list(found.anomalies) == sorted(a for _, hs in runs.values() for h in hs for a in h.expected)
+
+
+def test_histories_cut_across_input_partitions_are_detected_and_checked_whole(spark: Any) -> None:
+    # the partition-wise plan is right only when every history lies in one input partition: round-robin
+    # rows cut nearly every history, and the check must notice and group them; rows hashed by history
+    # keep them whole, and the partition-wise rows then stand
+    histories = list(generate_suite(16, seed=23, anomaly_rate=0.75))
+    records = [r for h in histories for r in h.records]
+    python = check_histories(records)
+    df = records_dataframe(spark, records)
+    for layout, cut in ((df.repartition(3), True), (df.repartition(3, "run", "test"), False)):
+        check = check_dataframe(layout)
+        assert (SparkCheck.split_histories(check.partition_wise()) > 0) is cut
+        found = check.collect()
+        assert found.anomalies == python.anomalies == tuple(sorted(a for h in histories for a in h.expected))
+        assert found.sends == python.sends

@@ -29,11 +29,12 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -42,6 +43,7 @@ from ackspec.history.checks import RULE_RECORDS, check_one
 from ackspec.history.record import Op, RecordType
 from ackspec.pipeline import columnar
 from ackspec.pipeline.schema import PROBLEM, SOURCE
+from ackspec.pipeline.session import progress
 
 BUCKET = "bucket"
 """The grouping column beside ``run``: a hash of ``test`` modulo :data:`BUCKETS`."""
@@ -50,6 +52,8 @@ BUCKETS = 64
 groups at 10M operations: a third of the job's CPU); a bucket of many histories pays it once. 64
 per run keeps a bucket of a 1M-operation run near 10,000 rows and one of a 100M-operation run
 within a few hundred MB of a Python worker."""
+HISTORY = "history"
+"""``kind`` of the partition-wise job's row naming a history it checked (never part of the result)."""
 SENDS = "sends"
 """``kind`` of a group's send-count row."""
 PROBLEMS = "problem"
@@ -82,40 +86,59 @@ _NULLS = {field.name: pa.nulls(1, field.type) for field in OUTPUT}
 _SENDS_KIND = pa.array([SENDS], pa.string())
 
 
-def _output(run: str, anomalies: list[Anomaly], sends: SendCounts,
-            problems: tuple[int, str, str] | None) -> pa.RecordBatch:
-    """A bucket's rows: its anomalies, one row of its send counts, one counting its flagged records."""
-    if not anomalies and problems is None:
-        return _sends_only(run, sends)
-    n = len(anomalies)
-    columns: dict[str, list[Any]] = {
-        "kind": [str(a.kind) for a in anomalies] + [SENDS], "run": [run] * (n + 1),
-        "test": [a.test for a in anomalies] + [None],
-        "destination": [a.destination for a in anomalies] + [None],
-        "producer": [a.producer for a in anomalies] + [None], "seq": [a.seq for a in anomalies] + [None],
-        "operations": [list(a.operations) for a in anomalies] + [None],
-        "decisive": [a.decisive for a in anomalies] + [None],
-        "confirmed": [None] * n + [sends.confirmed], "failed": [None] * n + [sends.failed],
-        "indeterminate": [None] * n + [sends.indeterminate], "problem": [None] * (n + 1), "source": [None] * (n + 1),
-    }
-    if problems is not None:
-        count, problem, source = problems
-        for name in OUTPUT.names:
-            columns[name].append(None)
-        columns["kind"][-1], columns["run"][-1], columns["seq"][-1] = PROBLEMS, run, count
-        columns["problem"][-1], columns["source"][-1] = problem, source
+@dataclass(slots=True)
+class _Found:
+    """What a group or an input partition found for one run."""
+
+    anomalies: list[Anomaly] = field(default_factory=list)
+    sends: SendCounts = field(default_factory=SendCounts)
+    problems: tuple[int, str, str] | None = None  # (count, first problem, its source) of flagged records
+    tests: list[str] = field(default_factory=list)  # the histories checked, for the whole-history proof
+
+
+def _output(found: dict[str, _Found], *, history_rows: bool) -> pa.RecordBatch:
+    """The rows of a group or partition: per run its anomalies, one row of its send counts, one counting
+    its flagged records, and (``history_rows``) one :data:`HISTORY` row per history checked."""
+    if len(found) == 1 and not history_rows:
+        run, only = next(iter(found.items()))
+        if not only.anomalies and only.problems is None:
+            return _sends_only(run, only.sends)
+    columns: dict[str, list[Any]] = {name: [] for name in OUTPUT.names}
+
+    def row(**values: Any) -> None:
+        for name, column in columns.items():
+            column.append(values.get(name))
+
+    for run, f in found.items():
+        for a in f.anomalies:
+            row(kind=str(a.kind), run=run, test=a.test, destination=a.destination, producer=a.producer, seq=a.seq,
+                operations=list(a.operations), decisive=a.decisive)
+        row(kind=SENDS, run=run, confirmed=f.sends.confirmed, failed=f.sends.failed,
+            indeterminate=f.sends.indeterminate)
+        if f.problems is not None:
+            row(kind=PROBLEMS, run=run, seq=f.problems[0], problem=f.problems[1], source=f.problems[2])
+        if history_rows:
+            columns["kind"].extend([HISTORY] * len(f.tests))
+            columns["run"].extend([run] * len(f.tests))
+            columns["test"].extend(f.tests)
+            for name in OUTPUT.names[3:]:
+                columns[name].extend([None] * len(f.tests))
     return pa.RecordBatch.from_pydict(columns, schema=OUTPUT)
 
 
-def _set_aside_problems(table: pa.Table) -> tuple[pa.Table, tuple[int, str, str] | None]:
-    """The records the reader could use, and ``(count, first problem, its source)`` of the flagged ones."""
+def _set_aside_problems(table: pa.Table, found: dict[str, _Found]) -> pa.Table:
+    """The records the reader could use; ``(count, first problem, its source)`` of the flagged ones of
+    each run goes to ``found``."""
     flags = table.column(PROBLEM)
     if flags.null_count == table.num_rows:
-        return table, None
+        return table
     flagged = pc.is_valid(flags)
     bad = table.filter(flagged)
-    return table.filter(pc.invert(flagged)), (bad.num_rows, bad.column(PROBLEM)[0].as_py(),
-                                              bad.column(SOURCE)[0].as_py())
+    for run in bad.column("run").unique().to_pylist():
+        of_run = bad.filter(pc.equal(bad.column("run"), run))
+        found.setdefault(run, _Found()).problems = (of_run.num_rows, of_run.column(PROBLEM)[0].as_py(),
+                                                    of_run.column(SOURCE)[0].as_py())
+    return table.filter(pc.invert(flagged))
 
 
 @contextmanager
@@ -135,23 +158,38 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
+def _check_table(table: pa.Table, found: dict[str, _Found]) -> dict[str, _Found]:
+    """Check every history of ``table`` (any order, any runs), adding what they show to ``found``."""
+    table = _set_aside_problems(table, found)
+    with _no_cycle_collection():
+        for run, test, rows in columnar.table_histories(table) if table.num_rows else ():
+            anomalies, counts = check_one(run, test, rows)
+            f = found.setdefault(run, _Found())
+            f.anomalies.extend(anomalies)
+            f.sends = f.sends + counts
+            f.tests.append(test)
+    return found
+
+
 def check_bucket(key: tuple[Any, ...], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The worker side: one bucket ``(run, hash(test) mod n)`` of whole histories in; their anomalies,
-    one row of their send counts and one of their flagged records out.
+    """The worker side of the grouped job: one bucket ``(run, hash(test) mod n)`` of whole histories in;
+    their anomalies, one row of their send counts and one of their flagged records out.
 
     Spark hands a group's rows over in no particular order: the bucket is sorted by
     ``(test, index)`` in Arrow and cut into histories (:func:`ackspec.pipeline.columnar.table_histories`),
     each checked by :func:`ackspec.history.checks.check_one`."""
     run = key[0].as_py()
-    table, problems = _set_aside_problems(pa.Table.from_batches(list(batches)))
-    anomalies: list[Anomaly] = []
-    sends = SendCounts()
-    with _no_cycle_collection():
-        for history_run, test, rows in columnar.table_histories(table) if table.num_rows else ():
-            found, counts = check_one(history_run, test, rows)
-            anomalies.extend(found)
-            sends = sends + counts
-    yield _output(run, anomalies, sends, problems)
+    found = _check_table(pa.Table.from_batches(list(batches)), {run: _Found()})
+    yield _output(found, history_rows=False)
+
+
+def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The worker side of the partition-wise job: the records of one input partition (any runs) in;
+    per run its anomalies, send counts and flagged records out, and one :data:`HISTORY` row per
+    history checked, by which :meth:`SparkCheck.split_histories` proves that no history was cut."""
+    received = list(batches)
+    if received:
+        yield _output(_check_table(pa.Table.from_batches(received), {}), history_rows=True)
 
 
 def _rule_record() -> Column:
@@ -187,30 +225,80 @@ def prepare(histories: DataFrame) -> DataFrame:
     return df.where(_rule_record())
 
 
+def _summed(rows: DataFrame) -> DataFrame:
+    """Anomaly rows as they are, send counts and problems summed per run (a DataFrame aggregate)."""
+    key = [F.when(F.col("kind").isin(SENDS, PROBLEMS), F.lit(None)).otherwise(F.col(c)).alias(c)
+           if c not in ("kind", "run") else F.col(c) for c in ANOMALY_COLUMNS]
+    return (rows.groupBy(*key).agg(
+        F.sum("confirmed").alias("confirmed"), F.sum("failed").alias("failed"),
+        F.sum("indeterminate").alias("indeterminate"),
+        F.sum(F.when(F.col("kind") == PROBLEMS, F.col("seq"))).alias("records"),
+        F.count(F.lit(1)).alias("n"), F.min("problem").alias("problem"), F.min("source").alias("source")))
+
+
 @dataclass(frozen=True, slots=True)
 class SparkCheck:
-    """The check as one lazy DataFrame of output rows (:data:`OUTPUT`); nothing runs until asked."""
+    """The check of prepared history rows (:func:`prepare`); nothing runs until :meth:`collect` or
+    :meth:`write` is called.
 
-    rows: DataFrame
+    Two plans state the same check. :meth:`partition_wise` checks the histories of each input
+    partition where it was read (``mapInArrow``): no shuffle and no sort in the JVM, which cost
+    a fifth of the CPU at 10M operations (docs/pipeline-benchmark.md). It is right only when no
+    history is cut across input partitions, which a run's files usually guarantee (one test's
+    records are written by one task) but nothing enforces; so its output carries a
+    :data:`HISTORY` row per history checked, and :meth:`rows` counts the histories seen in more
+    than one partition (a small aggregate over those rows) before using it. When some are, the
+    :meth:`grouped` plan (``groupBy(run, bucket).applyInArrow``: every history whole in one
+    group) is run instead."""
 
-    def summed(self) -> DataFrame:
-        """Anomaly rows as they are, send counts and problems summed per run (a DataFrame aggregate)."""
-        key = [F.when(F.col("kind").isin(SENDS, PROBLEMS), F.lit(None)).otherwise(F.col(c)).alias(c)
-               if c not in ("kind", "run") else F.col(c) for c in ANOMALY_COLUMNS]
-        return (self.rows.groupBy(*key).agg(
-            F.sum("confirmed").alias("confirmed"), F.sum("failed").alias("failed"),
-            F.sum("indeterminate").alias("indeterminate"),
-            F.sum(F.when(F.col("kind") == PROBLEMS, F.col("seq"))).alias("records"),
-            F.count(F.lit(1)).alias("n"), F.min("problem").alias("problem"), F.min("source").alias("source")))
+    prepared: DataFrame
+    buckets: int = BUCKETS
+
+    def partition_wise(self) -> DataFrame:
+        """Output rows (:data:`OUTPUT`) of each input partition's histories, :data:`HISTORY` rows included."""
+        return self.prepared.mapInArrow(check_partition, OUTPUT_DDL)
+
+    def grouped(self) -> DataFrame:
+        """Output rows of histories grouped by run and a hash bucket of their tests (a shuffle)."""
+        bucketed = self.prepared.withColumn(BUCKET, F.pmod(F.xxhash64("test"), F.lit(self.buckets)))
+        return bucketed.groupBy("run", BUCKET).applyInArrow(check_bucket, OUTPUT_DDL)
+
+    @staticmethod
+    def split_histories(partition_rows: DataFrame) -> int:
+        """How many histories :meth:`partition_wise` saw in more than one input partition."""
+        histories = partition_rows.where(F.col("kind") == HISTORY).groupBy("run", "test").count()
+        return int(histories.where(F.col("count") > 1).count())
+
+    @contextmanager
+    def rows(self) -> Iterator[DataFrame]:
+        """The output rows, from the partition-wise plan when it checked every history whole.
+
+        With more than one input partition that plan's rows are kept (``persist``: they are
+        few, a row per anomaly and per history) while the proof runs, and dropped on exit."""
+        fast = self.partition_wise()
+        if fast.rdd.getNumPartitions() <= 1:
+            yield fast.where(F.col("kind") != HISTORY)
+            return
+        fast = fast.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            split = self.split_histories(fast)
+            if split:
+                progress(f"{split} histories span input partitions: checking them grouped by test instead")
+            yield self.grouped() if split else fast.where(F.col("kind") != HISTORY)
+        finally:
+            fast.unpersist()
 
     def collect(self) -> CheckResult:
         """Run the job; bring back the anomalies and the per-run sums (not a row per history)."""
-        return result_of(self.summed().collect())
+        with self.rows() as rows:
+            return result_of(_summed(rows).collect())
 
     def write(self, uri: str) -> dict[str, Any]:
         """Write every output row to ``uri`` (Parquet, any Hadoop file system); return the totals."""
-        self.rows.write.mode("overwrite").parquet(uri)
-        written = self.rows.sparkSession.read.parquet(uri)
+        with self.rows() as rows:
+            rows.write.mode("overwrite").parquet(uri)
+            spark = rows.sparkSession
+        written = spark.read.parquet(uri)
         totals = written.groupBy("kind").agg(F.count(F.lit(1)).alias("n"), F.sum("confirmed").alias("confirmed"),
                                              F.sum("failed").alias("failed"),
                                              F.sum("indeterminate").alias("indeterminate"),
@@ -241,10 +329,8 @@ def result_of(rows: list[Any]) -> CheckResult:
 
 
 def check_dataframe(histories: DataFrame, buckets: int = BUCKETS) -> SparkCheck:
-    """Build the check job over a DataFrame of history rows (schema of :mod:`ackspec.pipeline.schema`):
-    grouped by run and a hash bucket of its tests, so that every history lands whole in one group."""
-    prepared = prepare(histories).withColumn(BUCKET, F.pmod(F.xxhash64("test"), F.lit(buckets)))
-    return SparkCheck(prepared.groupBy("run", BUCKET).applyInArrow(check_bucket, OUTPUT_DDL))
+    """The check of a DataFrame of history rows (schema of :mod:`ackspec.pipeline.schema`)."""
+    return SparkCheck(prepare(histories), buckets)
 
 
 def check_histories_spark(histories: DataFrame) -> CheckResult:
