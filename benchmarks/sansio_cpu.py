@@ -19,9 +19,10 @@ Workloads (each feeds the broker what a bench row's client sends, as bytes, and 
   not timed);
 * ``core-publish-settle``: the core alone, a publish delivered to a client-individual consumer and its
   settlement, per message;
-* ``amqp-unsettled-send``, ``amqp-consume``: the AMQP connection with its core and an in-memory proton
-  client (the checkout's own ``tests/amqp/inmemory.py``); only the broker's calls are timed, not proton's
-  client side.
+* ``amqp-unsettled-send``, ``amqp-consume``, ``amqp-consume-each``: the AMQP connection with its core and an
+  in-memory proton client (the checkout's own ``tests/amqp/inmemory.py``); only the broker's calls are timed,
+  not proton's client side. ``amqp-consume`` acknowledges a read's messages in one disposition range (proton
+  coalesces them), ``amqp-consume-each`` in one disposition frame each.
 
 Only the broker's calls are inside the clock (the client's frames are built beforehand, its reads parsed
 afterwards), and every workload checks it got every answer (receipts, messages, acceptances) outside it.
@@ -274,6 +275,32 @@ def amqp_consume(n: int, root: Path) -> Timed:
     return cpu, n
 
 
+def amqp_consume_each(n: int, root: Path) -> Timed:
+    """As ``amqp-consume``, but the client frames one disposition per message (it writes after each
+    acknowledgement, as a JMS client acknowledging each message does); a read's dispositions still reach
+    the broker together."""
+    pair = _inmemory(root).InMemoryPair()
+    _sender, receiver = pair.filled_queue_consumer("/queue/cpu", n)
+    got, cpu = 0, 0.0
+    while got < n:
+        receiver.flow(min(1000, n - got))
+        cpu += _pump(pair)
+        written = b""
+        while (current := receiver.current) is not None:
+            receiver.recv(current.pending)
+            receiver.advance()
+            current.update(current.ACCEPTED)
+            current.settle()
+            written += pair.client.take_output()  # this message's disposition frame
+            got += 1
+        t0 = time.process_time()
+        pair.broker.receive_data(written)
+        cpu += time.process_time() - t0
+    cpu += _pump(pair)
+    assert pair.core.queue_depth("/queue/cpu") == 0 and got == n
+    return cpu, n
+
+
 WORKLOADS: dict[str, Callable[..., Timed]] = {
     "stomp-parse": stomp_parse,
     "stomp-encode": stomp_encode,
@@ -285,8 +312,9 @@ WORKLOADS: dict[str, Callable[..., Timed]] = {
     "core-publish-settle": core_publish_settle,
     "amqp-unsettled-send": amqp_unsettled_send,
     "amqp-consume": amqp_consume,
+    "amqp-consume-each": amqp_consume_each,
 }
-NEEDS_ROOT = {"amqp-unsettled-send", "amqp-consume"}
+NEEDS_ROOT = {"amqp-unsettled-send", "amqp-consume", "amqp-consume-each"}
 
 
 def child(workload: str, n: int, root: Path) -> None:

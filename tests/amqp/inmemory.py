@@ -16,6 +16,9 @@ from ackspec.reference.amqp.pump import EnginePump, client_engine
 from ackspec.reference.broker import BrokerCore
 from ackspec.reference.broker.hub import Hub
 
+FILL_BATCH = 1000
+"""Transfers :meth:`InMemoryPair.filled_queue_consumer` writes between two pumps."""
+
 
 class InMemoryPair:
     """A reference broker core with one AMQP connection, and a client with an open session."""
@@ -67,6 +70,8 @@ class InMemoryPair:
             sender.send(bytes(Message(body=b"m%d" % i).encode()))
             sender.advance()
             dlv.settle()
+            if i % FILL_BATCH == FILL_BATCH - 1:  # one pump moves ten windows at most: a large fill goes in runs
+                self.pump()
         receiver = self.session.receiver("r")
         receiver.source.address = queue
         receiver.snd_settle_mode = Link.SND_UNSETTLED
