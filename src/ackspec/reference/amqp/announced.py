@@ -11,13 +11,15 @@ scan looks for the disposition descriptor and checks the frame header in front o
 every frame boundary on the broker's hottest path; the last bytes of the previous read are kept so a
 disposition split across two reads is found too.
 
-A consumer sends one disposition per message, nearly all of them settled: their ``settled`` and ``state``
-fields are read from the bytes first (:func:`_may_announce`), and only a disposition that may be
-unsettled with a state is decoded in full (proton's codec, several times the cost).
+A consumer sends one disposition per message, nearly all of them settled: the scan is one regular expression
+(:data:`_CANDIDATE`) that skips, inside the regular expression engine, every disposition whose bytes say it is
+settled or carries no state, so those cost no Python step each; only the rest is decoded in full (proton's
+codec) to be sure.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from proton import Data, Described
@@ -26,14 +28,19 @@ from ackspec.reference.amqp.framing import AMQP_FRAME, HEADER, MIN_DOFF
 
 DISPOSITION_BODY: Final = b"\x00\x53\x15"
 """A described type whose descriptor is the small ulong 0x15: the disposition performative."""
-_WIDTHS: Final = {0x40: 1, 0x41: 1, 0x42: 1, 0x43: 1, 0x56: 2, 0x52: 2, 0x70: 5}
-"""Encoded size of the values a disposition's role, first and last fields take (1.0 1.6): null, true, false,
-uint0, boolean, smalluint, uint."""
-_LIST8: Final = 0xC0
-_LIST32: Final = 0xD0
-_TRUE: Final = 0x41
-_BOOLEAN: Final = 0x56
-_NULL: Final = 0x40
+_UINT: Final = rb"(?:\x43|\x52.|\x70....)"
+"""An encoded uint (1.0 1.6.4): uint0, smalluint or uint."""
+_NOT_ANNOUNCING: Final = (
+    rb"(?:\x45|\xc0.[\x00-\x04]|\xd0....\x00\x00\x00[\x00-\x04]"  # an empty list, or under five fields: no state
+    rb"|(?:\xc0.[\x05-\xff]|\xd0....\x00\x00\x00[\x05-\xff])"  # a list8 or list32 of five fields or more
+    rb"(?:[\x40-\x42]|\x56.)" + _UINT + rb"(?:\x40|" + _UINT + rb")"  # role, first, last
+    rb"(?:\x41|\x56\x01|(?:[\x40\x42]|\x56\x00)\x40))"  # settled true; or not settled and no state
+)
+"""The field lists (after the descriptor) of the dispositions that surely announce nothing: settled, or
+without a state."""
+_CANDIDATE: Final = re.compile(re.escape(DISPOSITION_BODY) + rb"(?!" + _NOT_ANNOUNCING + rb")", re.DOTALL)
+"""A disposition that may be unsettled with a state: one not surely announcing nothing (any other encoding
+too). Found by the regular expression engine, so a consumer's settled dispositions cost no Python step each."""
 KEEP: Final = 96
 """Bytes of a read kept for the next one: a disposition with a state is well under this."""
 
@@ -59,16 +66,13 @@ def _ends(window: bytes, shift: int, size: int, *, begun_before: bool) -> list[i
     ``shift`` in the window and is ``size`` bytes long); ``begun_before``: only frames whose header
     starts before the read."""
     found: list[int] = []
-    at = window.find(DISPOSITION_BODY)
-    while at >= 0:
-        start = at - HEADER.size
+    for match in _CANDIDATE.finditer(window):
+        start = match.start() - HEADER.size
         if begun_before and start >= shift:
             break
-        if _may_announce(window, at + len(DISPOSITION_BODY)):  # most are settled: no header, no decode
-            end = _announcing_frame_end(window, start)
-            if end is not None and 0 < end - shift < size:
-                found.append(end - shift)
-        at = window.find(DISPOSITION_BODY, at + 1)
+        end = _announcing_frame_end(window, start)
+        if end is not None and 0 < end - shift < size:
+            found.append(end - shift)
     return found
 
 
@@ -93,32 +97,3 @@ def _announcing_frame_end(window: bytes, start: int) -> int | None:
     has_state = len(fields) > 4 and fields[4] is not None
     return end if has_state and not settled else None
 
-
-def _may_announce(fields: bytes, pos: int) -> bool:
-    """Whether the disposition whose field list starts at ``pos`` (just after its descriptor) may be
-    unsettled with a state.
-
-    False only when its encoding says so for sure: no ``state`` field, a null one, or ``settled`` true.
-    Any encoding not read here (or bytes that end early) is left to the full decode (True)."""
-    try:
-        constructor = fields[pos]
-        if constructor == _LIST8:
-            count, pos = fields[pos + 2], pos + 3
-        elif constructor == _LIST32:
-            count, pos = int.from_bytes(fields[pos + 5:pos + 9]), pos + 9
-        else:
-            return constructor != 0x45  # list0: no fields at all
-        if count < 5:
-            return False
-        for _ in range(3):  # role, first, last
-            width = _WIDTHS.get(fields[pos])
-            if width is None:
-                return True
-            pos += width
-        settled = fields[pos]
-        if settled == _TRUE or (settled == _BOOLEAN and fields[pos + 1]):
-            return False
-        width = _WIDTHS.get(settled)
-        return width is None or fields[pos + width] != _NULL
-    except IndexError:
-        return True
