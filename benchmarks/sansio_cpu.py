@@ -48,7 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from proton import Delivery, Message
+from proton import Delivery, Link, Message
 
 import ackspec
 from ackspec.bench.client import send_frame
@@ -257,9 +257,36 @@ def amqp_unsettled_send(n: int, root: Path) -> Timed:
     return cpu, n
 
 
-def amqp_consume(n: int, root: Path) -> Timed:
+def _filled_pair(n: int, root: Path) -> tuple[Any, Any]:
+    """A pair whose queue holds ``n`` messages (sent pre-settled, outside the clock) and an unsettled receiver
+    on it without credit yet (as ``InMemoryPair.filled_queue_consumer``, for any ``n``: the broker's link
+    credit admits only so many transfers per exchange)."""
     pair = _inmemory(root).InMemoryPair()
-    _sender, receiver = pair.filled_queue_consumer("/queue/cpu", n)
+    sender = pair.session.sender("s")
+    sender.target.address = "/queue/cpu"
+    sender.open()
+    pair.pump()
+    data = bytes(Message(body=BODY).encode())
+    for i in range(n):
+        delivery = sender.delivery(f"t{i}")
+        sender.send(data)
+        sender.advance()
+        delivery.settle()
+    for _ in range(n):  # bounded: each round moves at least one credit window
+        if pair.core.queue_depth("/queue/cpu") == n:
+            break
+        pair.pump()
+    assert pair.core.queue_depth("/queue/cpu") == n, "the queue was not filled"
+    receiver = pair.session.receiver("r")
+    receiver.source.address = "/queue/cpu"
+    receiver.snd_settle_mode = Link.SND_UNSETTLED
+    receiver.open()
+    pair.pump()
+    return pair, receiver
+
+
+def amqp_consume(n: int, root: Path) -> Timed:
+    pair, receiver = _filled_pair(n, root)
     got, cpu = 0, 0.0
     while got < n:
         receiver.flow(min(1000, n - got))
