@@ -29,7 +29,7 @@ afterwards), and every workload checks it got every answer (receipts, messages, 
 The collector runs as usual after a ``gc.collect()`` and ``gc.freeze()`` of the set-up.
 
     python benchmarks/sansio_cpu.py                                # this checkout, median of --rounds
-    git archive 256e034 src tests/amqp | tar -x -C /tmp/base       # an older checkout's src and test pair
+    mkdir -p /tmp/base && git archive 256e034 src tests/amqp | tar -x -C /tmp/base   # an older src, its test pair
     python benchmarks/sansio_cpu.py --baseline /tmp/base --rounds 8 --json sansio.json
 """
 
@@ -306,8 +306,7 @@ def amqp_consume_each(n: int, root: Path) -> Timed:
     """As ``amqp-consume``, but the client frames one disposition per message (it writes after each
     acknowledgement, as a JMS client acknowledging each message does); a read's dispositions still reach
     the broker together."""
-    pair = _inmemory(root).InMemoryPair()
-    _sender, receiver = pair.filled_queue_consumer("/queue/cpu", n)
+    pair, receiver = _filled_pair(n, root)
     got, cpu = 0, 0.0
     while got < n:
         receiver.flow(min(1000, n - got))
