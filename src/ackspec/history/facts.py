@@ -181,15 +181,17 @@ _GATHER: dict[Op, Callable[[HistoryFacts, HistoryRecord], None]] = {
 def gather(history: Iterable[HistoryRecord]) -> HistoryFacts:
     """The tables of one history, its records in index order (one dispatch per record: the hot loop)."""
     facts = HistoryFacts()
+    handlers, resets, ok = _GATHER, _RESET, RecordType.OK
     for r in history:
-        if facts.max_redeliveries is None and r.value is not None:
+        op = r.op
+        if r.value is not None and facts.max_redeliveries is None:
             configured = value_dict(r.value).get(VALUE_MAX_REDELIVERIES)
             if isinstance(configured, int) and not isinstance(configured, bool):
                 facts.max_redeliveries = configured
-        handler = _GATHER.get(r.op)
+        handler = handlers.get(op)
         if handler is not None:
             handler(facts, r)
-        if r.op in _RESET and (r.type is RecordType.OK or r.op is Op.CRASH or r.op is Op.DISCONNECT):
+        if op in resets and (r.type is ok or op is Op.CRASH or op is Op.DISCONNECT):
             facts.resets[r.process].append(r.index)
     return facts
 
@@ -198,15 +200,26 @@ def gather(history: Iterable[HistoryRecord]) -> HistoryFacts:
 
 
 def send_status(records: list[HistoryRecord], committed: dict[str, int], rolled_back: set[str]) -> str:
-    """``confirmed``, ``failed`` or ``indeterminate``: confirmations decide, else the send completions."""
-    confirms = {r.type for r in records if r.op is Op.CONFIRM and r.type is not RecordType.INVOKE}
+    """``confirmed``, ``failed`` or ``indeterminate``: confirmations decide, else the send completions.
+
+    One pass over the message's records (a status per message key: the hottest call after
+    :func:`gather`)."""
+    confirms: set[RecordType] = set()
+    outcomes: set[str] = set()
+    for r in records:
+        if r.type is RecordType.INVOKE:
+            continue
+        if r.op is Op.CONFIRM:
+            confirms.add(r.type)
+        elif r.op is Op.SEND:
+            outcomes.add(_send_outcome(r, committed, rolled_back))
     if confirms:
         if RecordType.OK in confirms:
             return "confirmed"
         return "indeterminate" if RecordType.INFO in confirms else "failed"
-    outcomes = {_send_outcome(r, committed, rolled_back) for r in records
-                if r.op is Op.SEND and r.type is not RecordType.INVOKE}
-    return next((s for s in ("confirmed", "indeterminate", "failed") if s in outcomes), "indeterminate")
+    if "confirmed" in outcomes:
+        return "confirmed"
+    return "failed" if outcomes == {"failed"} else "indeterminate"
 
 
 def _send_outcome(r: HistoryRecord, committed: dict[str, int], rolled_back: set[str]) -> str:
