@@ -70,3 +70,19 @@ def test_an_unknown_or_missing_operation_or_type_is_one_clear_error() -> None:
     missing = table.set_column(table.schema.get_field_index("type"), "type", pa.array([None, *types[1:]], pa.string()))
     with pytest.raises(ValueError, match="unknown type None"):
         columnar.rows(missing)
+
+
+def test_a_table_written_history_by_history_is_not_sorted_again_and_any_other_is() -> None:
+    histories = list(generate_suite(4, seed=9, anomaly_rate=0.8))
+    records = [r for h in histories for r in h.records]
+    in_order = records_to_arrow(records)  # as files are written: one history after another, in index order
+    first, second = histories[0].records, histories[1].records
+    cut = records_to_arrow([*first[:5], *second, *first[5:]])  # the first history in two stretches
+    backwards = records_to_arrow([*first[1:2], *first[:1], *first[2:]])  # two records swapped
+    assert columnar.in_history_order(in_order)
+    assert not columnar.in_history_order(cut)
+    assert not columnar.in_history_order(backwards)
+    for table, source in ((in_order, records), (cut, [*first, *second]), (backwards, first)):
+        got = {(run, test): [row.index for row in rows] for run, test, rows in columnar.table_histories(table)}
+        assert got == {(h[0].run, h[0].test or ""): [r.index for r in h]
+                       for h in ([r for r in source if r.test == t] for t in dict.fromkeys(r.test for r in source))}
