@@ -16,7 +16,7 @@ from typing import Any, Protocol, cast
 from proton import Condition, Described, Message
 
 from ackspec.reference.amqp.conditions import ERR_DECODE, ERR_RESOURCE_LIMIT, ERR_TXN_ROLLBACK, ERR_UNKNOWN_TXN
-from ackspec.reference.amqp.dispositions import DECLARED, REJECTED, Ptr, wrap
+from ackspec.reference.amqp.dispositions import DECLARED, REJECTED, Ptr, transaction_id
 from ackspec.reference.amqp.links import OutLink, Token
 from ackspec.reference.broker import Effect
 from ackspec.reference.broker.core import BrokerCore
@@ -64,8 +64,7 @@ class Coordinator:
     def named(self, dlv: Ptr) -> tuple[str, Condition | None]:
         """The transaction a transactional transfer or disposition names, and the error to refuse it with
         if it is not one this connection declared (None when it is)."""
-        data = wrap(dlv).remote.data or []
-        txn_id = bytes(data[0]).decode("utf-8", "replace") if data else ""
+        txn_id = transaction_id(dlv).decode("utf-8", "replace")
         if txn_id in self.txns:
             return txn_id, None
         return txn_id, Condition(ERR_UNKNOWN_TXN, f"unknown transaction {txn_id!r}")

@@ -79,6 +79,12 @@ class InFlight:
             self.publishes.append((incoming.body, incoming.headers, incoming.durable,
                                    _new_tuple(Token, ("transfer", dlv, False))))
 
+    def hold(self, dlv: Ptr) -> None:
+        """A transfer handled on its own (off the batched path): what was batched goes to the core first, so
+        the core sees the client's order; then ``dlv`` is ours to answer (:meth:`answer`, :meth:`settle_in`)."""
+        self.flush()
+        self.open_in.add(dlv)
+
     def accept(self, out: OutLink, delivery_id: int) -> None:
         """A settled acceptance of delivery ``delivery_id`` of ``out`` (nobody waits for us), batched."""
         if out is not self.accepts_on or self.publishes:

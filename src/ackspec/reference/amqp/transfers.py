@@ -149,8 +149,7 @@ class Transfers:
         faults = self.core.faults
         if (state.coordinator or _delivery_remote_state(dlv) == TRANSACTIONAL_STATE
                 or (faults is not None and faults.active)):
-            self.inflight.flush()
-            self.inflight.open_in.add(dlv)  # to be settled by us: answer or the pre-settled paths
+            self.inflight.hold(dlv)  # to be settled by us: answer or the pre-settled paths
             self._one(dlv, state, payload)
             return
         # the common case: a plain message outside any transaction, batched (see InFlight.flush)
@@ -159,8 +158,7 @@ class Transfers:
             return
         incoming, destination = read
         if incoming.typed is not None:  # kept with its types: published on its own
-            self.inflight.flush()
-            self.inflight.open_in.add(dlv)
+            self.inflight.hold(dlv)
             self._publish_one(dlv, incoming, destination, None)
             return
         self.inflight.publish(dlv, bool(_delivery_settled(dlv)), incoming, destination)
@@ -245,6 +243,5 @@ class Transfers:
 
     def _reject(self, dlv: Ptr, error: str, description: str) -> None:
         """Reject a transfer the core never sees (undecodable, no address), after what came before it."""
-        self.inflight.flush()
-        self.inflight.open_in.add(dlv)
+        self.inflight.hold(dlv)
         self.inflight.answer(dlv, REJECTED, condition=Condition(error, description))
