@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     final, what = write_archive()
     if not args.quiet:
-        print(f"ackspec: Spark class archive {what}", file=sys.stderr)
+        print(f"ackspec: Spark class archive: {what}", file=sys.stderr)
     return 0 if final is not None or os.environ.get(class_cache.MODE_VARIABLE) == "0" else 1
 
 
