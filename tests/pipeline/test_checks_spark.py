@@ -103,14 +103,17 @@ def test_malformed_json_lines_are_reported_per_run_and_the_rest_is_checked(spark
 
 
 def test_histories_cut_across_input_partitions_are_detected_and_checked_whole(spark: Any) -> None:
-    # the partition-wise plan is right only when every history lies in one input partition: round-robin
-    # rows cut nearly every history, and the check must notice and group them; rows hashed by history
-    # keep them whole, and the partition-wise rows then stand
+    # the partition-wise plan is right only when every history is one stretch of one input partition, in
+    # index order: round-robin rows cut nearly every history across partitions, and one partition of
+    # them interleaves the histories; the check must notice both and group them. Rows hashed by history
+    # and sorted keep them whole, and the partition-wise rows then stand
     histories = list(generate_suite(16, seed=23, anomaly_rate=0.75))
     records = [r for h in histories for r in h.records]
     python = check_histories(records)
     df = records_dataframe(spark, records)
-    for layout, cut in ((df.repartition(3), True), (df.repartition(3, "run", "test"), False)):
+    layouts = ((df.repartition(3), True), (df.repartition(3).coalesce(1), True),
+               (df.repartition(3, "run", "test").sortWithinPartitions("run", "test", "index"), False))
+    for layout, cut in layouts:
         check = check_dataframe(layout)
         assert (SparkCheck.split_histories(check.partition_wise()) > 0) is cut
         found = check.collect()

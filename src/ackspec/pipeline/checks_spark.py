@@ -128,7 +128,7 @@ def _output(found: dict[str, _Found], *, history_rows: bool) -> pa.RecordBatch:
 
 def _set_aside_problems(table: pa.Table, found: dict[str, _Found]) -> pa.Table:
     """The records the reader could use; ``(count, first problem, its source)`` of the flagged ones of
-    each run goes to ``found``."""
+    each run is added to ``found``."""
     flags = table.column(PROBLEM)
     if flags.null_count == table.num_rows:
         return table
@@ -136,8 +136,9 @@ def _set_aside_problems(table: pa.Table, found: dict[str, _Found]) -> pa.Table:
     bad = table.filter(flagged)
     for run in bad.column("run").unique().to_pylist():
         of_run = bad.filter(pc.equal(bad.column("run"), run))
-        found.setdefault(run, _Found()).problems = (of_run.num_rows, of_run.column(PROBLEM)[0].as_py(),
-                                                    of_run.column(SOURCE)[0].as_py())
+        earlier = found.setdefault(run, _Found()).problems
+        count, problem, source = of_run.num_rows, of_run.column(PROBLEM)[0].as_py(), of_run.column(SOURCE)[0].as_py()
+        found[run].problems = (count, problem, source) if earlier is None else (earlier[0] + count, *earlier[1:])
     return table.filter(pc.invert(flagged))
 
 
@@ -183,13 +184,39 @@ def check_bucket(key: tuple[Any, ...], batches: Iterator[pa.RecordBatch]) -> Ite
     yield _output(found, history_rows=False)
 
 
+def _usable(batches: Iterator[pa.RecordBatch], found: dict[str, _Found]) -> Iterator[pa.RecordBatch]:
+    """The batches without their flagged records, which are counted per run in ``found`` instead."""
+    for batch in batches:
+        yield from _set_aside_problems(pa.Table.from_batches([batch]), found).to_batches()
+
+
 def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The worker side of the partition-wise job: the records of one input partition (any runs) in;
-    per run its anomalies, send counts and flagged records out, and one :data:`HISTORY` row per
-    history checked, by which :meth:`SparkCheck.split_histories` proves that no history was cut."""
-    received = list(batches)
-    if received:
-        yield _output(_check_table(pa.Table.from_batches(received), {}), history_rows=True)
+    """The worker side of the partition-wise job: the records of one input partition (any runs) in,
+    as they come; per run its anomalies, send counts and flagged records out, and a :data:`HISTORY`
+    row per history checked, by which :meth:`SparkCheck.split_histories` proves that no history
+    was cut.
+
+    Files are written a history at a time, so each history usually arrives as one stretch of
+    rows in index order, and is checked as soon as it ends: the worker holds one batch and one
+    history, not the partition. A history that comes back after another one, or whose indexes go
+    backwards, gets a second :data:`HISTORY` row instead, so the proof fails and the grouped plan
+    (which sorts) checks the histories."""
+    found: dict[str, _Found] = {}
+    seen: set[tuple[str, str]] = set()
+    with _no_cycle_collection():
+        for run, test, rows in columnar.histories(_usable(batches, found)):
+            f = found.setdefault(run, _Found())
+            f.tests.append(test)
+            indexes = [r.index for r in rows]
+            if (run, test) in seen or indexes != sorted(indexes):
+                f.tests.append(test)
+                continue
+            seen.add((run, test))
+            anomalies, counts = check_one(run, test, rows)
+            f.anomalies.extend(anomalies)
+            f.sends = f.sends + counts
+    if found:
+        yield _output(found, history_rows=True)
 
 
 def _rule_record() -> Column:
@@ -273,13 +300,9 @@ class SparkCheck:
     def rows(self) -> Iterator[DataFrame]:
         """The output rows, from the partition-wise plan when it checked every history whole.
 
-        With more than one input partition that plan's rows are kept (``persist``: they are
-        few, a row per anomaly and per history) while the proof runs, and dropped on exit."""
-        fast = self.partition_wise()
-        if fast.rdd.getNumPartitions() <= 1:
-            yield fast.where(F.col("kind") != HISTORY)
-            return
-        fast = fast.persist(StorageLevel.MEMORY_AND_DISK)
+        That plan's rows are kept (``persist``: they are few, a row per anomaly and per
+        history) while the proof runs, and dropped on exit."""
+        fast = self.partition_wise().persist(StorageLevel.MEMORY_AND_DISK)
         try:
             split = self.split_histories(fast)
             if split:
