@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ackspec.bench.client import Endpoint, LeanStompClient, send_frame
-from ackspec.bench.scenarios import SCENARIOS, _pipelined_send
-from ackspec.bench.targets import _free_port, _wait_ready
+from ackspec.bench.scenarios import SCENARIOS, pipelined_send
+from ackspec.bench.targets import free_port, stop_child, wait_ready
 from ackspec.reference.server import new_event_loop
 
 FLOOR_ROWS = ("send-async", "send-receipt-each")
@@ -89,7 +89,7 @@ def cpu_seconds(pid: int) -> float:
 def server(kind: str) -> Iterator[tuple[Endpoint, subprocess.Popen[bytes]]]:
     """``broker-LOOP`` (``ackspec broker --loop LOOP`` on a temporary journal) or ``floor-LOOP``."""
     role, loop_kind = kind.split("-", 1)
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="stomp-cpu-") as data:
         if role == "broker":
             cmd = [sys.executable, "-m", "ackspec", "broker", "--loop", loop_kind, "--stomp", f"127.0.0.1:{port}",
@@ -99,15 +99,10 @@ def server(kind: str) -> Iterator[tuple[Endpoint, subprocess.Popen[bytes]]]:
         process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             endpoint = Endpoint("127.0.0.1", port, "admin", "admin", "127.0.0.1")
-            _wait_ready(endpoint, process, 30.0)
+            wait_ready(endpoint, process, 30.0)
             yield endpoint, process
         finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_child(process)
 
 
 def receipts_only(row: str) -> Callable[[Endpoint, int, bytes], float]:
@@ -120,7 +115,7 @@ def receipts_only(row: str) -> Callable[[Endpoint, int, bytes], float]:
             dest = f"/queue/stomp-cpu-{time.monotonic_ns()}"
             t0 = time.perf_counter()
             if row == "send-async":
-                _pipelined_send(client, dest, body, n)
+                pipelined_send(client, dest, body, n)
             else:
                 for i in range(n):
                     client.send_raw(send_frame(dest, body, receipt=str(i)))

@@ -42,7 +42,7 @@ from proton import Connection, Endpoint, Event, Link, Message, Transport, symbol
 
 from ackspec.bench.report import Cell
 from ackspec.bench.runner import take_turns
-from ackspec.bench.targets import _free_port, broker_process
+from ackspec.bench.targets import broker_process, free_port
 from ackspec.brokers import BROKERS
 from ackspec.errors import AckspecError
 from ackspec.net import connect
@@ -409,7 +409,7 @@ def _endpoint(label: str, port: int | None = None) -> AmqpEndpoint:
 @contextlib.contextmanager
 def reference_broker() -> Iterator[AmqpEndpoint]:
     """The reference broker in a subprocess with its AMQP listener (journal in a temporary directory)."""
-    stomp, amqp = _free_port(), _free_port()
+    stomp, amqp = free_port(), free_port()
     listeners = ("--stomp", f"127.0.0.1:{stomp}", "--amqp", f"127.0.0.1:{amqp}")
     with broker_process("ackspec-bench-amqp-", *listeners) as (proc, log_path):
         ep = _endpoint("reference", amqp)

@@ -23,7 +23,7 @@ def _queue(tag: str) -> str:
     return f"/queue/ackspec-bench-{tag}-{uuid.uuid4().hex[:10]}"
 
 
-def _pipelined_send(client: LeanStompClient, dest: str, body: bytes, n: int, *, persistent: bool = False) -> None:
+def pipelined_send(client: LeanStompClient, dest: str, body: bytes, n: int, *, persistent: bool = False) -> None:
     """n SENDs, written in batches, a receipt requested on the last only; returns after it."""
     for start in range(0, n, BATCH_FRAMES):
         stop = min(n, start + BATCH_FRAMES)
@@ -51,7 +51,7 @@ def send_async(endpoint: Endpoint, n: int, body: bytes) -> float:
     try:
         dest = _queue("send-async")
         t0 = time.perf_counter()
-        _pipelined_send(client, dest, body, n)
+        pipelined_send(client, dest, body, n)
         elapsed = time.perf_counter() - t0
         _drain(client, dest, n)
     finally:
@@ -133,7 +133,7 @@ def endpoint_timeout(client: LeanStompClient) -> float:
 
 def _prequeue(client: LeanStompClient, n: int, body: bytes, tag: str) -> str:
     dest = _queue(tag)
-    _pipelined_send(client, dest, body, n)
+    pipelined_send(client, dest, body, n)
     return dest
 
 

@@ -69,14 +69,16 @@ def _endpoint_from_url(url: str, label: str = "") -> Endpoint:
     return Endpoint(parts.hostname, parts.port, login, passcode, vhost)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now (the OS's pick), for a broker this run starts."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
 
 
-def _wait_ready(endpoint: Endpoint, process: subprocess.Popen[bytes] | None, deadline_s: float) -> None:
+def wait_ready(endpoint: Endpoint, process: subprocess.Popen[bytes] | None, deadline_s: float) -> None:
+    """Returns once ``endpoint`` answers a STOMP CONNECT; one line if ``process`` exits or the deadline passes."""
     deadline = time.monotonic() + deadline_s
     last = ""
     while time.monotonic() < deadline:
@@ -93,6 +95,16 @@ def _wait_ready(endpoint: Endpoint, process: subprocess.Popen[bytes] | None, dea
     raise AckspecError(f"bench: target on port {endpoint.port} not ready after {deadline_s:.0f} s ({last})")
 
 
+def stop_child(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if ``process`` has not exited within ``grace_s``: a benchmark leaves no broker behind."""
+    process.terminate()
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def reference_available() -> bool:
     return importlib.util.find_spec("ackspec.cli.broker_cmd") is not None
 
@@ -102,16 +114,16 @@ def running_target(spec: TargetSpec) -> Iterator[Endpoint]:
     """Yields a ready endpoint; starts (and afterwards stops) the reference broker if asked for it."""
     if spec.url is not None:
         endpoint = _endpoint_from_url(spec.url, spec.label)
-        _wait_ready(endpoint, None, 3.0)
+        wait_ready(endpoint, None, 3.0)
         yield endpoint
         return
     if not reference_available():
         raise AckspecError("bench: 'ackspec broker' is not available in this installation")
-    port = _free_port()
+    port = free_port()
     with broker_process("ackspec-bench-ref-", "--stomp", f"127.0.0.1:{port}") as (process, log_path):
         endpoint = Endpoint("127.0.0.1", port, "admin", "admin", "127.0.0.1")
         try:
-            _wait_ready(endpoint, process, 30.0)
+            wait_ready(endpoint, process, 30.0)
         except AckspecError as exc:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
             raise AckspecError(f"{exc}; log: {' | '.join(tail)}") from exc
@@ -132,9 +144,4 @@ def broker_process(prefix: str, *listeners: str) -> Iterator[tuple[subprocess.Po
             try:
                 yield process, log_path
             finally:
-                process.terminate()
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+                stop_child(process)
