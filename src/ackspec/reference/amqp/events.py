@@ -57,6 +57,8 @@ class EventRouter:
         self.credit = credit
         self.endpoints = endpoints
         self.on_event = on_event
+        self._on_outcome = outcomes.on_event  # bound once: called per delivery event
+        self._on_transfer = transfers.on_event
 
     def dispatch(self) -> None:
         """Handle every collected event, on proton's C API.
@@ -147,11 +149,11 @@ class EventRouter:
             if owner is None:
                 return  # a link we refused or closed
             if owner.__class__ is InLink:
-                self.transfers.on_event(dlv, owner)
+                self._on_transfer(dlv, owner)
                 return
             out = cast(OutLink, owner)
             delivery_id = out.ids.get(dlv)
             if delivery_id is None:
                 return  # pre-settled, or its outcome is already being applied
-        self.outcomes.on_event(dlv, out, delivery_id)
+        self._on_outcome(dlv, out, delivery_id)
 

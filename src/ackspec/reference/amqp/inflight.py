@@ -15,7 +15,7 @@ removed from it when settled; a pointer in none of them is never touched.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from proton import Condition, Described, ulong
@@ -157,8 +157,8 @@ class InFlight:
         if not effects:
             return
         conn_id = self.conn_id
-        outcome = self.outcome
-        rest: list[Effect] = []
+        rest: list[Effect] = []  # effects for the hub since the last inlined acceptance
+        accepted: list[Ptr] = []  # inlined acceptances since the last effect for the hub
         answered = False
         for e in effects:
             if e.__class__ is Confirm and not e.durable and e.conn == conn_id:
@@ -167,10 +167,14 @@ class InFlight:
                     if rest:
                         self.hub.apply(rest)
                         rest = []
-                    outcome(token.delivery, ACCEPTED)
-                    answered = True
+                    accepted.append(token.delivery)
                     continue
+            if accepted:
+                answered = self.outcomes(accepted, ACCEPTED) > 0 or answered
+                accepted = []
             rest.append(e)
+        if accepted:
+            answered = self.outcomes(accepted, ACCEPTED) > 0 or answered
         if rest:
             self.hub.apply(rest)
         if answered:
@@ -215,22 +219,32 @@ class InFlight:
     def outcome(self, dlv: Ptr, state: int, condition: Condition | None = None,
                 data: list[Any] | None = None) -> bool:
         """Our outcome ``state`` for transfer ``dlv``, settled, once: a delivery we settled already is left
-        alone (returns whether it was answered now). Every unsettled transfer comes here."""
-        open_in = self.open_in
-        if dlv not in open_in:
-            return False
-        open_in.discard(dlv)
-        if condition is None and data is None:
-            _delivery_update(dlv, state)
-        else:
+        alone (returns whether it was answered now). Every unsettled transfer comes here or to :meth:`outcomes`."""
+        if condition is not None or data is not None:
+            if dlv not in self.open_in:
+                return False
             wrapper = wrap(dlv)
             if condition is not None:
                 wrapper.local.condition = condition
             if data is not None:
                 wrapper.local.data = data
-            wrapper.update(state)
-        _delivery_settle(dlv)
-        return True
+            wrapper.update(state)  # the state's fields written; outcomes() sets the same state again
+        return self.outcomes((dlv,), state) == 1
+
+    def outcomes(self, dlvs: Sequence[Ptr], state: int) -> int:
+        """Our outcome ``state`` for each transfer of ``dlvs`` not settled yet, settled; returns how many.
+
+        Why a run at a time: a read's plain transfers are answered together (:meth:`run_published`), without
+        a call per transfer."""
+        open_in = self.open_in
+        answered = 0
+        for dlv in dlvs:
+            if dlv in open_in:
+                open_in.discard(dlv)
+                _delivery_update(dlv, state)
+                _delivery_settle(dlv)
+                answered += 1
+        return answered
 
     def settle_in(self, dlv: Ptr) -> None:
         """Settle a transfer nobody can be told about (pre-settled by the client), freeing it."""

@@ -45,6 +45,7 @@ class ClientOutcomes:
         self.links = links
         self.attachments = attachments
         self.coordinator = coordinator
+        self._accept = inflight.accept  # bound once: called per settled acceptance
 
     def on_event(self, dlv: Ptr, out: OutLink, delivery_id: int) -> None:
         """A delivery event on our unsettled delivery ``dlv`` (core delivery ``delivery_id``) of ``out``."""
@@ -52,7 +53,7 @@ class ClientOutcomes:
             # the common case, batched (see InFlight.flush): a settled acceptance, nobody waits for us
             del out.ids[dlv]
             _delivery_settle(dlv)
-            self.inflight.accept(out, delivery_id)
+            self._accept(out, delivery_id)
             return
         self._disposition(dlv, out, delivery_id)
 

@@ -66,6 +66,7 @@ class Transfers:
         self.auth = auth
         self.max_message_size = max_message_size
         self._user = user
+        self._batch = inflight.publish  # bound once: called per plain transfer
         self._recv_buffer = bytearray(RECV_BUFFER_START)  # grows with the messages, up to RECV_BUFFER_MAX
         self._recv_size = len(self._recv_buffer)
         self._recv_view = ffi.from_buffer(self._recv_buffer)  # what pn_link_recv writes into
@@ -161,7 +162,7 @@ class Transfers:
             self.inflight.hold(dlv)
             self._publish_one(dlv, incoming, destination, None)
             return
-        self.inflight.publish(dlv, bool(_delivery_settled(dlv)), incoming, destination)
+        self._batch(dlv, bool(_delivery_settled(dlv)), incoming, destination)
 
     # -- off the batched path ---------------------------------------------------------------------
 
