@@ -32,6 +32,13 @@ def not_in_transaction(s: Sub, delivery_id: int) -> None:
         raise CoreError(f"delivery {delivery_id} already settled in an open transaction")
 
 
+def _count_individual(individual: dict[str, int], s: Sub | None, run: int) -> None:
+    """Add ``run`` acceptances of consumer ``s`` to ``individual`` (per destination) if it acknowledges
+    CLIENT_INDIVIDUAL (traced once per batch, not per message)."""
+    if s is not None and run and s.ack_mode is AckMode.CLIENT_INDIVIDUAL:
+        individual[s.destination] = individual.get(s.destination, 0) + run
+
+
 class Settler:
     """Applies settlements to the deliveries of a connection's consumers."""
 
@@ -96,7 +103,9 @@ class Settler:
         dispatched once, at the end."""
         deliveries = c.deliveries
         for d in delivery_ids:
-            not_in_transaction(unsettled(c, d), d)
+            s = unsettled(c, d)
+            if d in s.in_tx:  # the usual case (not) without a second call per id
+                not_in_transaction(s, d)
         if len(set(delivery_ids)) != len(delivery_ids):
             raise CoreError("a delivery id is settled twice", "STOMP-ACK-UNKNOWN-ID-ERROR")
         out: list[Effect] = []
@@ -104,14 +113,16 @@ class Settler:
         individual: dict[str, int] = {}  # per destination: CLIENT_INDIVIDUAL acceptances, traced per batch
         apply = self.apply
         last: Sub | None = None
+        run = 0  # CLIENT_INDIVIDUAL acceptances of ``last`` not yet counted in ``individual``
         for d in delivery_ids:
             s = deliveries[d]
             apply(s, d, ACCEPT, out, None)
             if s is not last:
-                last = s
+                _count_individual(individual, last, run)
+                last, run = s, 0
                 touched[id(s.queue)] = s.queue
-            if s.ack_mode is AckMode.CLIENT_INDIVIDUAL:
-                individual[s.destination] = individual.get(s.destination, 0) + 1
+            run += 1
+        _count_individual(individual, last, run)
         for destination, hits in individual.items():
             self.tracer.trace_many("STOMP-ACK-CLIENT-INDIVIDUAL", hits, destination)
         for q in touched.values():
@@ -127,7 +138,8 @@ class Settler:
         outcome = st.outcome
         q = s.queue
         if outcome is Outcome.ACCEPTED:
-            return self.store.remove(entry, out, removed)
+            store = self.store
+            return store.remove(entry, out, removed) if store.journaled else False  # nothing journalled: no call
         if outcome is Outcome.REJECTED:
             return self.dead_letter(entry, st.reason or "rejected by consumer", out)
         if outcome is Outcome.RELEASED:
