@@ -1,8 +1,7 @@
 """Publishing: a new message numbered, held by its transaction or routed to its queue or topic subscriptions.
 
 Why a part of its own: one message is routed by one definition (:meth:`Publisher.route`), whether it comes
-alone (:meth:`Publisher.publish`) or in a batch of one AMQP read (:meth:`Publisher.publish_many`, through
-:meth:`Publisher._to_queue`, which takes a run of messages to one queue at a time).
+alone (:meth:`Publisher.publish`) or in a batch of one AMQP read (:meth:`Publisher.publish_many`).
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ class Publisher:
         out: list[Effect] = []
         q = None if destination.startswith(TOPIC_PREFIX) else self.store.queue(destination)
         if t is None and q is not None:
-            self._to_queue(conn, q, ((body, headers, persistent, confirm),), typed, out)
+            self._to_queue(conn, q, body, headers, persistent, confirm, typed, out)
             return out
         msg = self._admit(conn, q, destination, body, headers, persistent, typed, confirm, out)
         if msg is None:
@@ -68,27 +67,21 @@ class Publisher:
             for body, headers, persistent, confirm in messages:
                 out += self.publish(conn, destination, body, headers, persistent, None, confirm, None)
             return out
-        self._to_queue(conn, self.store.queue(destination), messages, None, out)
+        q = self.store.queue(destination)
+        to_queue = self._to_queue
+        for body, headers, persistent, confirm in messages:
+            to_queue(conn, q, body, headers, persistent, confirm, None, out)
         return out
 
-    def _to_queue(self, conn: ConnId, q: Queue, messages: Iterable[tuple[bytes, Headers, bool, object]],
-                  typed: Typed | None, out: list[Effect]) -> None:
-        """Publish ``(body, headers, persistent, confirm)`` messages to queue ``q`` outside any transaction, in
-        order: each admitted (:meth:`_admit`), routed (:meth:`route`), then confirmed.
-
-        Why a run at a time: an AMQP read hands over hundreds of messages to one queue, and the look-ups
-        around each message are made once per run (one message alone is a run of one)."""
-        admit = self._admit
-        route = self.route
-        sync = self.config.sync_non_transactional
-        name = q.name
-        for body, headers, persistent, confirm in messages:
-            msg = admit(conn, q, name, body, headers, persistent, typed, confirm, out)
-            if msg is None:
-                continue
-            journaled = route(q, msg, out)
-            if confirm is not None:
-                out.append(_new(Confirm, (conn, confirm, journaled and sync)))
+    def _to_queue(self, conn: ConnId, q: Queue, body: bytes, headers: Headers, persistent: bool,
+                  confirm: object, typed: Typed | None, out: list[Effect]) -> None:
+        """Publish one message to queue ``q`` outside any transaction."""
+        msg = self._admit(conn, q, q.name, body, headers, persistent, typed, confirm, out)
+        if msg is None:
+            return
+        journaled = self.route(q, msg, out)
+        if confirm is not None:
+            out.append(_new(Confirm, (conn, confirm, journaled and self.config.sync_non_transactional)))
 
     def _admit(self, conn: ConnId, q: Queue | None, destination: str, body: bytes, headers: Headers,
                persistent: bool, typed: Typed | None, confirm: object, out: list[Effect]) -> Message | None:
