@@ -12,6 +12,6 @@ The checks over one history live a layer below, in :mod:`ackspec.history` (``ano
 - ``session``        the SparkSession: any master URL; local tuning only for ``local[...]``
 - ``submit``         the ``spark-submit`` application: run directories in, anomaly rows out, by URI
 - ``report``         the traceability report (matrix, coverage, history over runs), ``build_report``
-- ``report_html``    the report as one self-contained HTML page
+- ``report_html``    the report as one self-contained HTML page (the Jinja2 template in ``templates/``)
 - ``allure``         allure's environment and categories files
 """
