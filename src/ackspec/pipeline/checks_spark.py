@@ -1,5 +1,8 @@
-"""The history checks as one Spark job: groups of whole histories, the shared rules applied to each.
+"""The history checks as a Spark job: whole histories, the shared rules applied to each.
 
+Histories are checked where they were read when that is right (:meth:`SparkCheck.rows`):
+``mapInArrow`` streams each input partition through :func:`check_partition`, with no
+shuffle, and a row per history proves that none was cut across partitions. Otherwise
 ``groupBy("run", "bucket").applyInArrow`` hands a bucket of histories (the tests of one
 run whose name hashes to the same bucket, :data:`BUCKETS` per run) to a Python worker as
 Arrow batches; :func:`check_bucket` sorts them by ``(test, index)`` in Arrow, cuts them
@@ -16,8 +19,7 @@ What reaches the driver is bounded by the findings, not by the operations: the s
 counts and problems are summed per run by a DataFrame aggregate before anything is
 collected (:meth:`SparkCheck.collect`), or the rows are written to a URI and only their
 per-kind totals come back (:meth:`SparkCheck.write`). Records that cannot change a
-verdict (:data:`ackspec.history.checks.RULE_RECORDS`) are dropped before the
-shuffle.
+verdict (:data:`ackspec.history.checks.RULE_RECORDS`) are dropped as they are read.
 
 On a cluster the groups are spread over the executors; each executor's Python needs
 pyarrow and pandas, and :func:`ackspec.pipeline.session.get_session` ships the ackspec
