@@ -4,8 +4,8 @@
 and loading, verifying and linking tens of thousands of Spark classes, not checking
 histories. The JVM can map classes it loaded before from a dynamic class-data sharing
 archive (JDK 13+: ``-XX:ArchiveClassesAtExit`` writes one when the JVM exits,
-``-XX:SharedArchiveFile`` maps it). Measured on one suite run at load 15 (2 cores): the
-session's start-up 5.3 -> 2.7 s of CPU, planning the read 3.6 -> 2.5 s, the check 5.8 -> 5.1 s.
+``-XX:SharedArchiveFile`` maps it), which roughly halves the CPU of a small session's start-up
+(figures in docs/pipeline-benchmark.md).
 
 The archive is written off a user's critical path: by ``python -m ackspec.pipeline.warmup``
 (the install script runs it, so a machine's first report maps it), or, when a small session

@@ -59,7 +59,7 @@ def _values(column: Any, members: dict[str, Any] | None = None, what: str = "") 
     A history repeats a few processes, destinations, modes and operations over thousands of
     rows: each distinct string becomes one Python object (mapped to its enum member when
     ``members`` is given), and the rows share it (a NumPy take of object pointers), instead of
-    a new ``str`` per row (measured: 0.57 -> 0.39 s per million rows for the 15 columns)."""
+    a new ``str`` per row: fewer allocations, and a third less CPU on the history columns."""
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         return list(column.to_pylist())
     if isinstance(column, pa.ChunkedArray):
