@@ -31,6 +31,10 @@ from ackspec.reference.client import ConnectionFactory, Message
 from ackspec.reference.server import EmbeddedBroker
 
 TIMEOUT = 5.0
+STILL_WAITING_FOR = 1.0
+"""How long a call that must not return yet is watched once it parked. Parking alone does not show it
+waits for the right thing: a client may park on a network answer of its own (a detach's, say) and then
+return early. A second is hundreds of loopback round trips; a conformant call costs the test that second."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ackspec.adapters.cut import ClientFeature, ClientUnderTest, CutError, NotApplicable, Received
-from ackspec.conformance.client.conftest import TIMEOUT, Env
+from ackspec.conformance.client.conftest import STILL_WAITING_FOR, TIMEOUT, Env
 from ackspec.conformance.client.test_consumer_acks import REDELIVERED, acks, fill
 from ackspec.conformance.markers import requirement
 from ackspec.reference.faults import FaultRule
@@ -147,7 +147,7 @@ def test_close_waits_for_a_running_listener(make_cut: MakeCut, env: Env) -> None
     cut.events.wait_count("listener-blocked", 1, TIMEOUT)
     closing = env.background(lambda: cut.close_consumer(c))
     assert closing.wait_parked(TIMEOUT), "close neither returned nor waited"
-    assert not closing.done, "close returned while onMessage was running"
+    assert not closing.returned_within(STILL_WAITING_FOR), "close returned while onMessage was running"
     cut.release_listeners()
     closing.wait()
     assert cut.events.of("listener-returned"), "close returned before onMessage did"
