@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from ackspec.conformance.window import WINDOW_HEADER
@@ -231,14 +232,15 @@ class QueueToTwo(BrokerCore):
 
 
 class _IgnoreAck(Settler):
-    def apply(self, s: Any, d: int, st: Settlement, out: list[Effect], removed: Any) -> bool:
+    def apply(self, s: Any, ids: Sequence[int], st: Settlement, out: list[Effect], removed: Any) -> bool:
         if st.outcome is not Outcome.ACCEPTED:
-            return super().apply(s, d, st, out, removed)
-        entry = s.unacked.pop(d)
-        s.in_tx.discard(d)
-        s.conn.deliveries.pop(d, None)
-        entry.redelivered = True
-        s.queue.give_back(entry)
+            return super().apply(s, ids, st, out, removed)
+        for d in ids:
+            entry = s.unacked.pop(d)
+            s.in_tx.discard(d)
+            s.conn.deliveries.pop(d, None)
+            entry.redelivered = True
+            s.queue.give_back(entry)
         return False
 
 
@@ -249,10 +251,10 @@ class IgnoreAck(BrokerCore):
 
 
 class _NackAcks(Settler):
-    def apply(self, s: Any, d: int, st: Settlement, out: list[Effect], removed: Any) -> bool:
+    def apply(self, s: Any, ids: Sequence[int], st: Settlement, out: list[Effect], removed: Any) -> bool:
         if st.outcome is Outcome.REQUEUE:
             st = ACCEPT
-        return super().apply(s, d, st, out, removed)
+        return super().apply(s, ids, st, out, removed)
 
 
 class NackAcks(BrokerCore):
@@ -317,7 +319,7 @@ class AbortKeepsAcks(BrokerCore):
                 s = c.deliveries.get(d)
                 if s is not None and d in s.unacked:
                     s.in_tx.discard(d)
-                    self.settler.apply(s, d, st, out, None)
+                    self.settler.apply(s, (d,), st, out, None)
                     self.dispatcher.dispatch(s.queue, out)
             t.settles.clear()
         return out + super().abort(conn, tx, **options)

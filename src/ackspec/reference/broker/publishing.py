@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from ackspec.reference.broker.dispatch import Dispatcher
 from ackspec.reference.broker.effects import Confirm, Effect, JournalAppend, Reject
 from ackspec.reference.broker.model import TOPIC_PREFIX, ConnId, CoreConfig, Headers, Message
-from ackspec.reference.broker.state import CoreError, Queue, Tx
+from ackspec.reference.broker.state import CoreError, Entry, Queue, Tx
 from ackspec.reference.broker.store import Store
 from ackspec.reference.broker.topics import Topics
 from ackspec.reference.broker.trace import Tracer
@@ -40,11 +40,11 @@ class Publisher:
         out: list[Effect] = []
         q = None if destination.startswith(TOPIC_PREFIX) else self.store.queue(destination)
         if t is None and q is not None:
-            self._to_queue(conn, q, body, headers, persistent, confirm, typed, out)
+            self._to_queue(conn, q, ((body, headers, persistent, confirm),), typed, out)
             return out
-        msg = self._admit(conn, q, destination, body, headers, persistent, typed, confirm, out)
-        if msg is None:
+        if q is not None and self._full(conn, q, confirm, out):
             return out
+        msg = self._message(conn, destination, body, headers, persistent, typed)
         if t is not None:
             if len(t.sends) + len(t.settles) >= self.config.max_transaction_size:
                 raise CoreError("transaction too large")
@@ -67,30 +67,44 @@ class Publisher:
             for body, headers, persistent, confirm in messages:
                 out += self.publish(conn, destination, body, headers, persistent, None, confirm, None)
             return out
-        q = self.store.queue(destination)
-        to_queue = self._to_queue
-        for body, headers, persistent, confirm in messages:
-            to_queue(conn, q, body, headers, persistent, confirm, None, out)
+        self._to_queue(conn, self.store.queue(destination), messages, None, out)
         return out
 
-    def _to_queue(self, conn: ConnId, q: Queue, body: bytes, headers: Headers, persistent: bool,
-                  confirm: object, typed: Typed | None, out: list[Effect]) -> None:
-        """Publish one message to queue ``q`` outside any transaction."""
-        msg = self._admit(conn, q, q.name, body, headers, persistent, typed, confirm, out)
-        if msg is None:
-            return
-        journaled = self.route(q, msg, out)
-        if confirm is not None:
-            out.append(_new(Confirm, (conn, confirm, journaled and self.config.sync_non_transactional)))
+    def _to_queue(self, conn: ConnId, q: Queue, messages: Iterable[tuple[bytes, Headers, bool, object]],
+                  typed: Typed | None, out: list[Effect]) -> None:
+        """Publish ``messages`` to queue ``q`` outside any transaction, in order, each refused if the queue is
+        full (:meth:`_full`), else numbered, routed and confirmed. One message is a run of one.
 
-    def _admit(self, conn: ConnId, q: Queue | None, destination: str, body: bytes, headers: Headers,
-               persistent: bool, typed: Typed | None, confirm: object, out: list[Effect]) -> Message | None:
-        """The next message, numbered (its id: this broker's boot id and its publication number); None when
-        queue ``q`` is full (``config.max_queue_depth``: the message is refused)."""
-        if q is not None and len(q.ready) + len(q.returned) + len(q.parked) >= self.config.max_queue_depth:
+        Why a run: an AMQP read hands over hundreds of transfers at once (``publish_many``); the queue's
+        depth is then counted once, not per message, and kept as an upper bound (only this loop adds to
+        ``q``; a dispatch only takes from it), so :meth:`_full` recounts only when it may be reached."""
+        sync = self.config.sync_non_transactional
+        limit = self.config.max_queue_depth
+        message = self._message
+        route = self.route
+        name = q.name
+        depth = len(q)
+        for body, headers, persistent, confirm in messages:
+            if depth >= limit:
+                if self._full(conn, q, confirm, out):
+                    continue
+                depth = len(q)
+            journaled = route(q, message(conn, name, body, headers, persistent, typed), out)
+            depth += 1
             if confirm is not None:
-                out.append(Reject(conn, confirm, f"queue {q.name} is full"))
-            return None
+                out.append(_new(Confirm, (conn, confirm, journaled and sync)))
+
+    def _full(self, conn: ConnId, q: Queue, confirm: object, out: list[Effect]) -> bool:
+        """Whether queue ``q`` is full (``config.max_queue_depth``): the message is then refused."""
+        if len(q) < self.config.max_queue_depth:
+            return False
+        if confirm is not None:
+            out.append(Reject(conn, confirm, f"queue {q.name} is full"))
+        return True
+
+    def _message(self, conn: ConnId, destination: str, body: bytes, headers: Headers, persistent: bool,
+                 typed: Typed | None) -> Message:
+        """The next message, numbered (its id: this broker's boot id and its publication number)."""
         seq = next(self.store.seq)
         return _new(Message, (f"{self.boot_id}-{seq}", destination, body, headers, persistent, conn, seq, typed))
 
@@ -103,7 +117,7 @@ class Publisher:
             if msg.persistent:
                 store.journal(msg, out)
                 journaled = True
-            q.enqueue(store.entry(msg))
+            q.enqueue(Entry(msg, next(store.pos)))  # store.entry, without a call per message
             if q.consumers:
                 self.dispatcher.dispatch(q, out)
             return journaled

@@ -7,6 +7,8 @@ consumer that went away with unsettled deliveries.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ackspec.reference.broker.dispatch import Dispatcher
 from ackspec.reference.broker.effects import Confirm, Effect, JournalAppend
 from ackspec.reference.broker.model import ACCEPT, AckMode, CoreConfig, Headers, Outcome, Settlement
@@ -30,6 +32,29 @@ def not_in_transaction(s: Sub, delivery_id: int) -> None:
     """Raises :class:`CoreError` when delivery ``delivery_id`` of ``s`` is settled in an open transaction."""
     if delivery_id in s.in_tx:
         raise CoreError(f"delivery {delivery_id} already settled in an open transaction")
+
+
+def _runs(c: Conn, delivery_ids: list[int]) -> list[tuple[Sub, int, int]]:
+    """The runs of ``delivery_ids`` that belong to one consumer, as (consumer, start, end) slices, in order;
+    raises :class:`CoreError` (before anything changes) when an id is unknown, already settled, or settled in
+    an open transaction."""
+    deliveries = c.deliveries
+    runs: list[tuple[Sub, int, int]] = []
+    last: Sub | None = None
+    start = i = 0
+    for d in delivery_ids:
+        s = deliveries.get(d)
+        if s is None or d not in s.unacked or d in s.in_tx:  # the usual case (not) without a call per id
+            s = unsettled(c, d)
+            not_in_transaction(s, d)
+        if s is not last:
+            if last is not None:
+                runs.append((last, start, i))
+            last, start = s, i
+        i += 1
+    if last is not None:
+        runs.append((last, start, i))
+    return runs
 
 
 def _count_individual(individual: dict[str, int], s: Sub | None, run: int) -> None:
@@ -69,9 +94,7 @@ class Settler:
             if confirm is not None:
                 out.append(Confirm(conn, confirm))
             return out
-        journaled = False
-        for d in ids:
-            journaled |= self.apply(s, d, settlement, out, None)
+        journaled = self.apply(s, ids, settlement, out, None)
         self.dispatcher.dispatch(s.queue, out)
         if confirm is not None:
             out.append(Confirm(conn, confirm, durable=journaled and self.config.sync_non_transactional))
@@ -99,47 +122,50 @@ class Settler:
 
     def accept_many(self, c: Conn, delivery_ids: list[int]) -> list[Effect]:
         """:meth:`BrokerCore.accept_many <ackspec.reference.broker.core.BrokerCore.accept_many>` on open
-        connection ``c``: each acceptance is :meth:`apply`, as :meth:`settle` makes it; the queues are
-        dispatched once, at the end."""
-        deliveries = c.deliveries
-        for d in delivery_ids:
-            s = unsettled(c, d)
-            if d in s.in_tx:  # the usual case (not) without a second call per id
-                not_in_transaction(s, d)
+        connection ``c``: each run of one consumer's acceptances is one :meth:`apply`, as :meth:`settle`
+        makes it; the queues are dispatched once, at the end."""
+        runs = _runs(c, delivery_ids)
         if len(set(delivery_ids)) != len(delivery_ids):
             raise CoreError("a delivery id is settled twice", "STOMP-ACK-UNKNOWN-ID-ERROR")
         out: list[Effect] = []
         touched: dict[int, Queue] = {}
         individual: dict[str, int] = {}  # per destination: CLIENT_INDIVIDUAL acceptances, traced per batch
-        apply = self.apply
-        last: Sub | None = None
-        run = 0  # CLIENT_INDIVIDUAL acceptances of ``last`` not yet counted in ``individual``
-        for d in delivery_ids:
-            s = deliveries[d]
-            apply(s, d, ACCEPT, out, None)
-            if s is not last:
-                _count_individual(individual, last, run)
-                last, run = s, 0
-                touched[id(s.queue)] = s.queue
-            run += 1
-        _count_individual(individual, last, run)
+        for s, start, end in runs:
+            self.apply(s, delivery_ids[start:end], ACCEPT, out, None)
+            _count_individual(individual, s, end - start)
+            touched[id(s.queue)] = s.queue
         for destination, hits in individual.items():
             self.tracer.trace_many("STOMP-ACK-CLIENT-INDIVIDUAL", hits, destination)
         for q in touched.values():
             self.dispatcher.dispatch(q, out)
         return out
 
-    def apply(self, s: Sub, d: int, st: Settlement, out: list[Effect], removed: list[str] | None) -> bool:
-        """Apply one settlement. With ``removed`` (a commit), removals are collected, not journaled.
-        Returns whether a journal record was emitted."""
-        entry = s.unacked.pop(d)
-        s.in_tx.discard(d)
-        s.conn.deliveries.pop(d, None)
+    def apply(self, s: Sub, ids: Sequence[int], st: Settlement, out: list[Effect],
+              removed: list[str] | None) -> bool:
+        """Apply one settlement to each of deliveries ``ids`` of ``s``, in order. With ``removed`` (a commit),
+        removals are collected, not journaled. Returns whether a journal record was emitted.
+
+        Why several ids: a cumulative ACK settles many, and an AMQP read accepts hundreds of one consumer's
+        deliveries (:meth:`accept_many`); the call is then paid per run, not per message."""
+        unacked, in_tx, deliveries = s.unacked, s.in_tx, s.conn.deliveries
+        accepted = st.outcome is Outcome.ACCEPTED
+        store = self.store
+        journaled = False
+        for d in ids:
+            entry = unacked.pop(d)
+            in_tx.discard(d)
+            deliveries.pop(d, None)
+            if not accepted:
+                journaled |= self._not_accepted(s, entry, st, out)
+            elif store.journaled:  # nothing journalled: no call
+                journaled |= store.remove(entry, out, removed)
+        return journaled
+
+    def _not_accepted(self, s: Sub, entry: Entry, st: Settlement, out: list[Effect]) -> bool:
+        """``entry``, taken off ``s``, settled other than accepted: dead-lettered (rejected) or given back
+        marked redelivered. Returns whether a journal record was emitted."""
         outcome = st.outcome
         q = s.queue
-        if outcome is Outcome.ACCEPTED:
-            store = self.store
-            return store.remove(entry, out, removed) if store.journaled else False  # nothing journalled: no call
         if outcome is Outcome.REJECTED:
             return self.dead_letter(entry, st.reason or "rejected by consumer", out)
         if outcome is Outcome.RELEASED:

@@ -51,7 +51,7 @@ class Transactions:
         pending: list[Effect] = []
         touched: dict[int, Queue] = {}
         for s, d, st in _open_settles(c, t):
-            self.settler.apply(s, d, st, pending, removed)
+            self.settler.apply(s, (d,), st, pending, removed)
             touched[id(s.queue)] = s.queue
         journaled = bool(stored or removed or copies)
         if journaled:
