@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from ackspec.reference.broker import Committed, DeadLettered, Message, Removed, 
 from ackspec.reference.broker.records import DurableRemoved, DurableSubscribed, Record, StoredCopy
 from ackspec.reference.broker.typed import Typed
 from ackspec.reference.journal import Journal, JournalCorruption, decode_record, encode_record
+from ackspec.reference.journal.log import PREALLOCATE_BYTES, ReplayReport
 
 from ._req import requirement
 
@@ -141,3 +143,62 @@ def test_rewrite_compacts(tmp_path: Path) -> None:
     j.append([Removed("m9")])
     j.close()
     assert Journal(tmp_path).replay()[0] == [Stored(_msg(9)), Removed("m9")]
+
+
+def test_records_go_into_preallocated_space_and_a_clean_close_cuts_the_rest(tmp_path: Path) -> None:
+    """The file is allocated ahead of the records (an fdatasync then need not commit a new file size), and
+    a clean close leaves exactly the records: what a reader of the file saw before preallocation."""
+    j = Journal(tmp_path)
+    j.replay()
+    j.open()
+    j.append([Stored(_msg(1)), Stored(_msg(2))])
+    j.sync()
+    assert j.path.stat().st_size >= j.size + PREALLOCATE_BYTES // 2 and j.allocated > j.size
+    j.close()
+    assert j.path.stat().st_size == j.size
+    assert Journal(tmp_path).replay() == ([Stored(_msg(1)), Stored(_msg(2))], ReplayReport(2, j.size, 0))
+
+
+def test_preallocated_zeros_after_an_unclean_stop_are_cut_with_a_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A process that dies leaves the unused preallocated space, zeros, after its last record. Replay keeps
+    every record, cuts the zeros like a torn tail and says so in one WARNING line that names them (zeros are
+    also what a zeroed block of records looks like, so the cut is never silent), and appending continues
+    right after the last record."""
+    j = Journal(tmp_path)
+    j.replay()
+    j.open()
+    j.append([Stored(_msg(1)), Removed("m1")])
+    j.sync()
+    end = j.size
+    unclean = j.path.read_bytes()  # the file as a killed process leaves it (its descriptor never closed)
+    j.close()
+    j.path.write_bytes(unclean)
+    assert len(unclean) > end and not any(unclean[end:])
+    with caplog.at_level(logging.WARNING, logger="ackspec.reference.journal"):
+        got, report = Journal(tmp_path).replay()
+    assert got == [Stored(_msg(1)), Removed("m1")]
+    assert report.dropped_bytes == len(unclean) - end and report.reason.startswith("zero bytes")
+    assert "zero bytes" in caplog.text and j.path.stat().st_size == end
+    j2 = Journal(tmp_path)
+    j2.replay()
+    j2.open()
+    j2.append([Stored(_msg(3))])
+    j2.close()
+    assert Journal(tmp_path).replay()[0] == [Stored(_msg(1)), Removed("m1"), Stored(_msg(3))]
+
+
+def test_a_file_system_that_refuses_to_preallocate_gets_plain_appends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(fd: int, offset: int, length: int) -> None:
+        raise OSError(95, "Operation not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", refuse)
+    j = Journal(tmp_path)
+    j.replay()
+    j.open()
+    for i in range(3):
+        j.append([Stored(_msg(i))])
+        assert j.path.stat().st_size == j.size == j.allocated
+    j.close()
+    assert Journal(tmp_path).replay()[0] == [Stored(_msg(i)) for i in range(3)]

@@ -12,9 +12,19 @@ dropping it loses nothing that was confirmed: the file is cut there and one WARN
 only what precedes the damage). Before either, the original file is copied aside
 (``journal.dat.damaged-<UTC time>``) and every lost record is counted in a WARNING line.
 
-Writes go straight to the OS (``os.write``: survives a process crash); :meth:`Journal.sync`
+Writes go straight to the OS (``os.pwrite``: survives a process crash); :meth:`Journal.sync`
 makes them survive a machine crash. The server calls ``sync`` once for many appends (group
 commit) from a worker thread.
+
+The file is preallocated ahead of the records (``PREALLOCATE_BYTES`` at a time, as ActiveMQ's KahaDB
+preallocates its journal files), and records are written into that space. Why: an ``fdatasync`` after an
+append that grows the file must also commit the new file size through the file system's own journal,
+which is shared with every other writer on the disk; inside preallocated space it need not. On the
+project's machine a 210-byte write + ``fdatasync`` took 0.11 ms median in preallocated space against 0.15
+ms appended (docs/benchmark.md), and the persistent single-producer bench row waits for one per message.
+A clean :meth:`Journal.close` cuts the unused space off again. After an unclean stop the file ends in
+zeros; replay cuts them like any torn tail, with the same WARNING line, whose reason says they are zeros:
+unused space and a block of records zeroed by damage look alike, so the cut is never silent.
 """
 
 from __future__ import annotations
@@ -39,6 +49,20 @@ MAGIC = MAGIC_V2
 FILE_NAME = "journal.dat"
 RECOVERY_MODES = ("refuse", "skip-corrupt", "truncate")
 """What replay does about damage in the middle of the journal (see the module docstring)."""
+PREALLOCATE_BYTES = 4 * 1024 * 1024
+"""How far ahead of the records the file is allocated (see the module docstring)."""
+
+
+def _preallocate(fd: int, start: int, length: int) -> bool:
+    """Allocate ``length`` bytes of ``fd`` from ``start`` (zeros when read); False where that is not possible."""
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is None:
+        return False
+    try:
+        fallocate(fd, start, length)
+    except OSError:  # a file system without it, or no room: the records' own writes report a full disk
+        return False
+    return True
 
 
 def _datasync(fd: int) -> None:
@@ -102,6 +126,10 @@ class Journal:
         """Bytes of the file an fsync covered: what a power loss keeps (see :meth:`lose_unsynced`)."""
         self.sync_delay = 0.0
         """Test hook: seconds each :meth:`sync` waits before its fsync (a slow disk)."""
+        self.allocated = 0
+        """Bytes of the file allocated for records (:data:`PREALLOCATE_BYTES` ahead of :attr:`size`)."""
+        self._preallocating = True
+        """False once the file system refused to preallocate: records are then plain appends."""
 
     # ------------------------------------------------------------ replay
     def replay(self) -> tuple[list[Record], ReplayReport]:
@@ -123,20 +151,22 @@ class Journal:
         found = scan(data, len(MAGIC), self.version)
         if found.damage:
             return self._recover(data, found)
-        return self._finish(found, len(data))
+        return self._finish(found, data)
 
-    def _finish(self, found: Scan, size: int) -> tuple[list[Record], ReplayReport]:
+    def _finish(self, found: Scan, data: bytes) -> tuple[list[Record], ReplayReport]:
         """Cut a torn tail and report (no damage in the middle, or it was rewritten away)."""
-        tail = found.tail
+        tail, size = found.tail, len(data)
+        dropped, reason = 0, ""
         if tail is not None:
+            dropped, reason = size - tail.offset, tail.reason
+            if data.count(0, tail.offset) == dropped:
+                reason = "zero bytes: preallocated space after an unclean stop, or a zeroed block"
             log.warning("journal %s: dropped %d byte(s) of a torn tail at offset %d: %s",
-                        self.path, size - tail.offset, tail.offset, tail.reason)
+                        self.path, dropped, tail.offset, reason)
             self._truncate(tail.offset)
         if found.records:
             self.next_number = found.records[-1].number + 1
-        dropped = size - tail.offset if tail is not None else 0
-        return found.record_values, ReplayReport(len(found.records), found.end, dropped,
-                                                 tail.reason if tail is not None else "")
+        return found.record_values, ReplayReport(len(found.records), found.end, dropped, reason)
 
     def _recover(self, data: bytes, found: Scan) -> tuple[list[Record], ReplayReport]:
         first = found.damage[0]
@@ -201,13 +231,13 @@ class Journal:
     def open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         fresh = not self.path.exists() or self.path.stat().st_size == 0
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         if fresh:
             self.version, self.next_number = 2, 1
-            os.write(self._fd, MAGIC)
+            os.pwrite(self._fd, MAGIC, 0)
             os.fsync(self._fd)
             self._fsync_dir()
-        self.size = self.synced_size = os.fstat(self._fd).st_size
+        self.size = self.synced_size = self.allocated = os.fstat(self._fd).st_size
 
     def append(self, records: list[Record]) -> None:
         """Write records (one ``write`` call for the batch). Not yet durable: see :meth:`sync`."""
@@ -215,11 +245,16 @@ class Journal:
             raise RuntimeError("journal not open")
         data = self._frames(records)
         with self._lock:
+            fd, end = self._fd, self.size + len(data)
+            if end > self.allocated:
+                ahead = end + PREALLOCATE_BYTES
+                self._preallocating = self._preallocating and _preallocate(fd, self.allocated, ahead - self.allocated)
+                self.allocated = ahead if self._preallocating else end
             view = memoryview(data)
             while view:
-                written = os.write(self._fd, view)
+                written = os.pwrite(fd, view, self.size)
                 view = view[written:]
-            self.size += len(data)
+                self.size += written
         self.records_written += len(records)
 
     def _frames(self, records: list[Record]) -> bytes:
@@ -279,6 +314,11 @@ class Journal:
             os.close(dfd)
 
     def close(self) -> None:
+        """Close the file, cutting off the preallocated space no record reached."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            os.close(fd)
+            try:
+                if self.allocated > self.size:
+                    os.ftruncate(fd, self.size)
+            finally:
+                os.close(fd)
