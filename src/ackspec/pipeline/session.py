@@ -43,8 +43,13 @@ COMMON_SETTINGS: dict[str, str] = {
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.parquet.compression.codec": "snappy",
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
 }
-"""Settings of every master: they change what the job prints and writes, not how big it may grow."""
+"""Settings of every master: they change what the job prints and writes, and what it costs, not how
+big it may grow. ``maxBytesPerBatch`` at its largest turns off Spark's byte bound on the Arrow
+batches sent to Python, which measures the whole batch after every row: 30% of the JVM's samples
+of the 10M check (docs/pipeline-benchmark.md). A batch stays bounded by ``maxRecordsPerBatch``
+(10,000 history rows of a few hundred bytes)."""
 
 LOCAL_SETTINGS: dict[str, str] = {
     "spark.driver.memory": "8g",
