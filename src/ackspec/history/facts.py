@@ -121,6 +121,7 @@ class HistoryFacts:
     rejected: set[MessageKey] = field(default_factory=set)  # nacked to the dead-letter queue at once
     intents: list[tuple[int, bool, Scope]] = field(default_factory=list)  # index, expects delivered?, scope
     status: dict[MessageKey, str] = field(default_factory=dict)  # confirmed / failed / indeterminate
+    scopes: dict[tuple[str, MessageKey], list[Delivery]] | None = None  # by duplicate scope (rules.scopes)
 
 
 # --- one pass over the records ------------------------------------------------------------------

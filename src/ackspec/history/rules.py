@@ -60,17 +60,24 @@ def _bound_before(bounds: list[tuple[int, int]], index: int) -> tuple[int, int] 
 
 
 def _scopes(facts: HistoryFacts) -> dict[tuple[str, MessageKey], list[Delivery]]:
-    """Deliveries (not from a dead-letter queue) by duplicate scope: the queue, or the topic's consumer."""
+    """Deliveries (not from a dead-letter queue) by duplicate scope: the queue, or the topic's consumer.
+
+    Two rules read them: worked out once per history and kept in ``facts.scopes``."""
+    if facts.scopes is not None:
+        return facts.scopes
     scopes: dict[tuple[str, MessageKey], list[Delivery]] = defaultdict(list)
     for d in facts.deliveries:
         if not d.dead_letter:
             scopes[("/".join(d.consumer) if d.topic else "", d.key)].append(d)
+    facts.scopes = scopes
     return scopes
 
 
 def duplicates(facts: HistoryFacts) -> Iterator[Finding]:
     """A message delivered again after it was acknowledged, or again without a redelivery marker."""
     for (_, key), ds in _scopes(facts).items():
+        if len(ds) < 2:
+            continue  # delivered once in its scope (most messages): no duplicate
         acked = min(ds, key=lambda d: (d.ack_at, d.index))
         for k in range(1, len(ds)):
             d = ds[k]
@@ -124,6 +131,8 @@ def dead_letter(facts: HistoryFacts) -> Iterator[Finding]:
             per_message[d.key].append(d)
     for key, ds in per_message.items():
         normal = [d for d in ds if not d.dead_letter]
+        if len(normal) == len(ds) and facts.max_redeliveries is None:
+            continue  # no limit configured, none from a dead-letter queue to infer it from
         dead = [d for d in ds if d.dead_letter]
         limit = facts.max_redeliveries
         if limit is None:
