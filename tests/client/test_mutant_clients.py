@@ -117,6 +117,24 @@ class CloseDoesNotWait(_Mutant):
         conn._tracker.incomplete = lambda scope: 0  # type: ignore[method-assign]
 
 
+class CloseWaitsOnlyForConfirmations(_Mutant):
+    """Counts a send finished once the broker confirmed it, not once its callback returned, so close
+    returns while a callback still runs (breaks 7.3.4; what Qpid JMS 2.10's producer close does)."""
+
+    def mutate_connection(self, conn: Connection) -> None:
+        tracker = conn._tracker
+        release = tracker._release
+
+        def released(producer: str) -> list[Any]:
+            actions = release(producer)
+            for action in actions:
+                if isinstance(action, Complete):
+                    tracker._finish_scopes(action.send)
+            return actions
+
+        tracker._release = released  # type: ignore[method-assign]
+
+
 # -- closing from listeners, closing consumers, NACK, failed commit ----------------------------------
 
 
@@ -412,7 +430,12 @@ CASES: list[Case] = [
     Case(UnorderedCallbacks, jms.test_rejections_reported_by_on_exception_in_send_order),
     Case(EarlyCompletion, jms.test_completion_only_after_confirmation_and_sends_pipeline),
     Case(CloseDoesNotWait, jms.test_close_waits_for_incomplete_sends_which_complete_normally),
-    Case(CloseDoesNotWait, jms.test_commit_waits_for_incomplete_sends),
+    *(Case(mutant, jms.test_commit_and_rollback_wait_for_incomplete_sends, {"operation": operation})
+      for mutant in (CloseDoesNotWait, CloseWaitsOnlyForConfirmations) for operation in ("commit", "rollback")),
+    # producer only: the reference client's session and connection close also wait for the session's
+    # callback thread, so this sabotage shows only where Qpid JMS's does
+    Case(CloseWaitsOnlyForConfirmations, jms.test_close_waits_for_a_running_completion_callback,
+         {"closed_object": "producer"}, protocols=BOTH),
     Case(ListenerConnectionCloseSkipsItsAck, close_rules.test_listener_closing_its_connection_still_acks_its_message,
          protocols=BOTH),
     # STOMP only: over AMQP the same sabotage is not observable (the late disposition still settled the

@@ -24,6 +24,7 @@ which tests wait on with a timeout (never sleep). Event kinds a driver emits:
 ``message``        a MessageListener got ``message`` (handle) with ``body``
 ``dispatch``       the broker pushed a message to ``consumer`` (``message_id``), reported as it arrives
 ``listener-blocked`` a listener with the ``block`` action is waiting for ``release_listeners``
+``callback-blocked`` a completion callback with the ``block`` action (``send``) is waiting for ``release_listeners``
 ``listener-returned`` a listener's ``on_message`` returned: ``consumer``, ``message``
 =================  ====================================================================
 
@@ -143,7 +144,7 @@ class Received:
     properties: Mapping[str, str] = field(default_factory=dict)
 
 
-CALLBACK_ACTIONS = ("close-producer", "close-session", "close-connection", "commit", "rollback")
+CALLBACK_ACTIONS = ("close-producer", "close-session", "close-connection", "commit", "rollback", "block")
 LISTENER_ACTIONS = ("close-consumer", "close-session", "close-connection", "block")
 
 
@@ -188,7 +189,8 @@ class ClientUnderTest(abc.ABC):
         """Send with a completion listener; returns the send's handle at once.
 
         ``on_callback``: an action of :data:`CALLBACK_ACTIONS` the listener performs on its own
-        producer/session/connection; its outcome is reported as a ``callback-result`` event."""
+        producer/session/connection; its outcome is reported as a ``callback-result`` event (``block``
+        reports ``callback-blocked`` and waits for :meth:`release_listeners`)."""
         raise NotApplicable(f"{self.name} has no asynchronous send")
 
     def touch_message(self, send: str) -> str:
@@ -225,7 +227,7 @@ class ClientUnderTest(abc.ABC):
         raise NotApplicable(f"{self.name} cannot act inside a MessageListener")
 
     def release_listeners(self) -> None:
-        """Let listeners blocked by the ``block`` action return."""
+        """Let listeners (message listeners and completion callbacks) blocked by the ``block`` action return."""
         raise NotApplicable(f"{self.name} cannot act inside a MessageListener")
 
     def acknowledge(self, message: str) -> None:

@@ -194,7 +194,11 @@ class RefClientCUT(ClientUnderTest):
         with self._lock:
             self._running[session] -= 1
 
-    def _callback_action(self, action: str, producer: str, session: str) -> None:
+    def _callback_action(self, action: str, producer: str, session: str, send: str) -> None:
+        if action == "block":
+            self.events.append("callback-blocked", send=send)
+            self._listeners_released.wait(30)
+            return
         try:
             if action == "close-producer":
                 self._producers[producer].close()
@@ -338,7 +342,7 @@ class _Listener:
                                    sender_thread=self.sender_thread, session=self.session, concurrent=concurrent,
                                    message_id=message.message_id)
             if self.action:
-                self.cut._callback_action(self.action, self.producer, self.session)
+                self.cut._callback_action(self.action, self.producer, self.session, self.send)
         finally:
             self.cut._leave(self.session)
 
@@ -349,7 +353,7 @@ class _Listener:
                                    sender_thread=self.sender_thread, session=self.session, concurrent=concurrent,
                                    error=f"{type(exception).__name__}: {exception}")
             if self.action:
-                self.cut._callback_action(self.action, self.producer, self.session)
+                self.cut._callback_action(self.action, self.producer, self.session, self.send)
         finally:
             self.cut._leave(self.session)
 

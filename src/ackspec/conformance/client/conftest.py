@@ -421,8 +421,9 @@ def opened_clients(build: Callable[[], ClientUnderTest], env: Env, *,
                    ) -> Iterator[Callable[..., ClientUnderTest]]:
     """A ``make_cut``: each call builds a client and opens it through ``env``'s proxies.
 
-    On exit every client opened is closed, after ``before_close`` ran on all of them and the
-    proxies released the receipts they hold (a held receipt would keep ``close()`` waiting)."""
+    On exit every client opened is closed, after ``before_close`` ran on all of them, its blocked
+    listeners were let go and the proxies released the receipts they hold (a held receipt or a
+    running listener would keep ``close()`` waiting)."""
     opened: list[ClientUnderTest] = []
 
     def make(**options: Any) -> ClientUnderTest:
@@ -441,6 +442,8 @@ def opened_clients(build: Callable[[], ClientUnderTest], env: Env, *,
             for cut in opened:
                 before_close(cut)
         for cut in opened:
+            with contextlib.suppress(CutError, NotApplicable):
+                cut.release_listeners()  # a listener a failed test left blocked would hold close() up
             env._proxy.clear()
             if env._amqp_proxy is not None:
                 env._amqp_proxy.clear()

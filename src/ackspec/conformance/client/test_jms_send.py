@@ -57,10 +57,11 @@ class IncompleteSends:
 
 
 def _incomplete_sends(cut: ClientUnderTest, env: Env, count: int, *features: ClientFeature,
-                      transacted: bool = False) -> IncompleteSends:
-    """``count`` asynchronous sends of ``b"x"`` (the client needs ASYNC_SEND and ``features``), all held."""
+                      transacted: bool = False, on_callback: str | None = None) -> IncompleteSends:
+    """``count`` asynchronous sends of ``b"x"`` (the client needs ASYNC_SEND and ``features``), all held;
+    their callbacks perform ``on_callback``."""
     q, gate, s, p = _held_producer(cut, env, ClientFeature.ASYNC_SEND, *features, transacted=transacted)
-    sends = [cut.async_send(p, q, b"x") for _ in range(count)]
+    sends = [cut.async_send(p, q, b"x", on_callback=on_callback) for _ in range(count)]
     gate.wait_held(count, TIMEOUT)
     return IncompleteSends(q, gate, s, p, sends)
 
@@ -279,41 +280,72 @@ def test_callbacks_serial_per_session_and_never_on_sending_thread(cut: ClientUnd
 @requirement("JMS-7.3.4-CLOSE-WAITS", "JMS-7.3.4-INCOMPLETE-COMPLETE-NORMALLY")
 def test_close_waits_for_incomplete_sends_which_complete_normally(cut: ClientUnderTest, env: Env) -> None:
     held = _incomplete_sends(cut, env, 3)
-
-    def close_then_count() -> int:
-        cut.close_producer(held.producer)
-        return len(cut.events.of("completion"))
-
-    closing = env.background(close_then_count)
-    # barrier: the closing thread is parked in a wait (or has returned, which the count below catches)
+    closing = env.background(lambda: cut.close_producer(held.producer))
+    # barrier: the closing thread is parked in a wait (or has returned, which the next line catches)
     assert closing.wait_parked(TIMEOUT), "close neither returned nor waited"
     assert not closing.returned_within(STILL_WAITING_FOR), "close returned while sends were incomplete"
     held.gate.release_all()
-    assert closing.wait() == 3, "close returned before every callback had run"
-    assert [(e.kind, e["send"]) for e in cut.events.of("completion", "exception")] == [
-        ("completion", x) for x in held.sends], "close aborted incomplete sends instead of letting them complete"
+    closing.wait()
+    assert callbacks(cut, 3) == [("completion", x) for x in held.sends], (
+        "close aborted incomplete sends instead of letting them complete")
+
+
+CLOSED_OBJECTS = ("producer", "session", "connection")
+
+
+def _close(cut: ClientUnderTest, held: IncompleteSends, closed_object: str) -> Callable[[], None]:
+    if closed_object == "producer":
+        return lambda: cut.close_producer(held.producer)
+    if closed_object == "session":
+        return lambda: cut.close_session(held.session)
+    return cut.close
+
+
+@requirement("JMS-7.3.4-CLOSE-WAITS")
+@pytest.mark.parametrize("closed_object", CLOSED_OBJECTS)
+def test_close_waits_for_a_running_completion_callback(cut: ClientUnderTest, env: Env, closed_object: str) -> None:
+    """The rule's second half: close returns only after the callbacks have *returned*, not once the broker
+    has confirmed. A callback that keeps running (the ``block`` action) makes that observable; without it
+    a client that stops waiting at the confirmation passes whenever its callback thread happens to win."""
+    held = _incomplete_sends(cut, env, 2, ClientFeature.CALLBACK_ACTIONS, on_callback="block")
+    closing = env.background(_close(cut, held, closed_object))
+    assert closing.wait_parked(TIMEOUT), "close neither returned nor waited"
+    held.gate.release_all()
+    # barrier: the first callback is running now (the confirmations reached the client)
+    assert cut.events.wait_count("callback-blocked", 1, TIMEOUT), "no callback ran after the confirmations"
+    assert not closing.returned_within(STILL_WAITING_FOR), (
+        f"{closed_object} close returned while a completion callback was still running")
+    cut.release_listeners()
+    closing.wait()
+    assert callbacks(cut, 2) == [("completion", x) for x in held.sends]
 
 
 @requirement("JMS-7.3.4-COMMIT-WAITS")
-def test_commit_waits_for_incomplete_sends(cut: ClientUnderTest, env: Env) -> None:
-    held = _incomplete_sends(cut, env, 1, ClientFeature.TRANSACTIONS, transacted=True)
-
-    def commit_then_count() -> int:
-        cut.commit(held.session)
-        return len(cut.events.of("completion"))
-
-    committing = env.background(commit_then_count)
-    assert committing.wait_parked(TIMEOUT), "commit neither returned nor waited"
+@pytest.mark.parametrize("operation", ["commit", "rollback"])
+def test_commit_and_rollback_wait_for_incomplete_sends(cut: ClientUnderTest, env: Env, operation: str) -> None:
+    """First the send completes and its callback returns (held running here, so a client that waits only
+    for the confirmation is seen), then the COMMIT or ABORT goes out."""
+    held = _incomplete_sends(cut, env, 1, ClientFeature.TRANSACTIONS, ClientFeature.CALLBACK_ACTIONS,
+                             transacted=True, on_callback="block")
+    end = cut.commit if operation == "commit" else cut.rollback
+    ending = env.background(lambda: end(held.session))
+    assert ending.wait_parked(TIMEOUT), f"{operation} neither returned nor waited"
     assert env.proxy.settle(TIMEOUT), "the proxy did not catch up with the client's writes"
     pending = held.gate.pending()
     held.gate.release_all()
-    assert committing.wait() == 1, "commit returned before the incomplete send's callback had run"
-    # ordering evidence, no clock: the COMMIT frame came after the held confirmation was released
-    commit_at = env.proxy.first_seen("COMMIT")
+    assert cut.events.wait_count("callback-blocked", 1, TIMEOUT), "no callback ran after the confirmation"
+    assert not ending.returned_within(STILL_WAITING_FOR), (
+        f"{operation} returned while the incomplete send's callback was still running")
+    cut.release_listeners()
+    ending.wait()
+    # ordering evidence, no clock: the COMMIT (ABORT) frame came after the held confirmation was released
+    command = "COMMIT" if operation == "commit" else "ABORT"
+    written_at = env.proxy.first_seen(command)
     released_at = env.proxy.released_after(pending[0].receipt_id)
-    assert commit_at is not None and released_at is not None and commit_at > released_at, (
-        "COMMIT written while a send was incomplete")
-    assert [m.body for m in env.drain(held.queue, 1)] == [b"x"]
+    assert written_at is not None and released_at is not None and written_at > released_at, (
+        f"{command} written while a send was incomplete")
+    if operation == "commit":
+        assert [m.body for m in env.drain(held.queue, 1)] == [b"x"]
 
 
 CLOSE_ILLEGAL = requirement("JMS-7.3.4-CALLBACK-CLOSE-ILLEGAL")

@@ -6,7 +6,8 @@ import jakarta.jms.Message;
 /**
  * The CompletionListener of one asynchronous send. It reports from inside the library's callback,
  * before returning, with the callback's thread, the sending thread and how many callbacks of the
- * session are running at that moment; then performs the requested action on its own objects.
+ * session are running at that moment; then performs the requested action on its own objects, or with
+ * {@code block} stays running until {@code release_listeners} (so a test can close while it runs).
  */
 final class Completion implements CompletionListener {
     private final Driver driver;
@@ -43,7 +44,10 @@ final class Completion implements CompletionListener {
                 driver.events.emit(kind, "send", send, "thread", Events.thread(), "sender_thread", senderThread,
                         "session", session.handle(), "concurrent", concurrent, "error", Errors.describe(exception));
             }
-            if (action != null) {
+            if ("block".equals(action)) {
+                driver.events.emit("callback-blocked", "send", send);
+                driver.consumers.awaitRelease();
+            } else if (action != null) {
                 driver.events.emit("callback-result", "action", action, "outcome",
                         driver.act(action, producer, session));
             }

@@ -87,6 +87,16 @@ final class Consumers {
         return null;
     }
 
+    /** Where a listener (MessageListener or CompletionListener) with the {@code block} action waits: until
+     * {@code release_listeners}, bounded so that a test that never releases cannot hang the library. */
+    void awaitRelease() {
+        try {
+            released.await(BLOCK_LIMIT_SECONDS, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
     static byte[] body(Message message) throws JMSException {
         if (message instanceof BytesMessage bytes) {
             bytes.reset();
@@ -155,11 +165,7 @@ final class Consumers {
         private void act(Driver.SessionState session) {
             if ("block".equals(action)) {
                 driver.events.emit("listener-blocked", "consumer", consumer.handle());
-                try {
-                    released.await(BLOCK_LIMIT_SECONDS, TimeUnit.SECONDS);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
+                awaitRelease();
                 return;
             }
             String outcome;
