@@ -162,7 +162,7 @@ class Transfers:
             self.inflight.hold(dlv)
             self._publish_one(dlv, incoming, destination, None)
             return
-        self._batch(dlv, bool(_delivery_settled(dlv)), incoming, destination)
+        self._batch(dlv, _delivery_settled(dlv), incoming, destination)  # a bool already (C _Bool)
 
     # -- off the batched path ---------------------------------------------------------------------
 
