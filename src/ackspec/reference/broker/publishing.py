@@ -83,7 +83,7 @@ class Publisher:
         message = self._message
         route = self.route
         name = q.name
-        depth = len(q)
+        depth = len(q.ready) + len(q.returned) + len(q.parked)  # len(q) without a Python call per run
         for body, headers, persistent, confirm in messages:
             if depth >= limit:
                 if self._full(conn, q, confirm, out):
