@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ackspec.adapters.cut import ClientFeature, ClientUnderTest, CutError
-from ackspec.conformance.client.conftest import STILL_WAITING_FOR, TIMEOUT, Env
+from ackspec.conformance.client.conftest import STILL_WAITING_FOR, TIMEOUT, Background, Env
 from ackspec.conformance.client.proxies.stomp import Answered, Gate
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.markers import requirement
@@ -310,14 +310,20 @@ def test_close_waits_for_a_running_completion_callback(cut: ClientUnderTest, env
     held = _incomplete_sends(cut, env, 2, ClientFeature.CALLBACK_ACTIONS, on_callback="block")
     closing = env.background(_close(cut, held, closed_object))
     assert closing.wait_parked(TIMEOUT), "close neither returned nor waited"
+    _still_waits_while_a_callback_runs(cut, held, closing, f"{closed_object} close")
+    assert callbacks(cut, 2) == [("completion", x) for x in held.sends]
+
+
+def _still_waits_while_a_callback_runs(cut: ClientUnderTest, held: IncompleteSends, call: Background,
+                                       name: str) -> None:
+    """Release the held confirmations; while the first callback runs (the ``block`` action keeps it
+    running), ``call`` must not return; then let the callbacks, and so ``call``, finish."""
     held.gate.release_all()
     # barrier: the first callback is running now (the confirmations reached the client)
     assert cut.events.wait_count("callback-blocked", 1, TIMEOUT), "no callback ran after the confirmations"
-    assert not closing.returned_within(STILL_WAITING_FOR), (
-        f"{closed_object} close returned while a completion callback was still running")
+    assert not call.returned_within(STILL_WAITING_FOR), f"{name} returned while a completion callback was running"
     cut.release_listeners()
-    closing.wait()
-    assert callbacks(cut, 2) == [("completion", x) for x in held.sends]
+    call.wait()
 
 
 @requirement("JMS-7.3.4-COMMIT-WAITS")
@@ -332,12 +338,7 @@ def test_commit_and_rollback_wait_for_incomplete_sends(cut: ClientUnderTest, env
     assert ending.wait_parked(TIMEOUT), f"{operation} neither returned nor waited"
     assert env.proxy.settle(TIMEOUT), "the proxy did not catch up with the client's writes"
     pending = held.gate.pending()
-    held.gate.release_all()
-    assert cut.events.wait_count("callback-blocked", 1, TIMEOUT), "no callback ran after the confirmation"
-    assert not ending.returned_within(STILL_WAITING_FOR), (
-        f"{operation} returned while the incomplete send's callback was still running")
-    cut.release_listeners()
-    ending.wait()
+    _still_waits_while_a_callback_runs(cut, held, ending, operation)
     # ordering evidence, no clock: the COMMIT (ABORT) frame came after the held confirmation was released
     command = "COMMIT" if operation == "commit" else "ABORT"
     written_at = env.proxy.first_seen(command)
