@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -38,3 +39,20 @@ def test_the_report_module_loads_without_pyspark() -> None:
     code = "import sys, ackspec.pipeline.report; print(any(m.startswith('pyspark') for m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert done.stdout.strip() == "False"
+
+
+ARROW_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
+ARROW_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+@pytest.mark.parametrize("master", ["local[*]", "local-cluster[2,1,1024]", "spark://10.0.0.5:7077"])
+def test_every_master_lifts_the_arrow_byte_bound(master: str) -> None:
+    """Spark measures the whole Arrow batch after every row to honour the byte bound (30% of the JVM's
+    samples of the 10M check); the row bound alone keeps a batch small, on every kind of master."""
+    for small in (False, True):
+        assert int(session_settings(master, small=small)[ARROW_BYTES]) == 2**31 - 1
+
+
+def test_the_live_session_keeps_a_row_bound_on_its_arrow_batches(spark: Any) -> None:
+    assert int(spark.conf.get(ARROW_BYTES)) == 2**31 - 1
+    assert 0 < int(spark.conf.get(ARROW_RECORDS)) <= 100_000
