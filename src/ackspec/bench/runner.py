@@ -39,14 +39,10 @@ def run_bench(
     body = (b"0123456789" * (body_bytes // 10 + 1))[:body_bytes]
     result = BenchResult([(s.name, s.title) for s in scenarios], [t.label for t in targets], repetitions, body_bytes)
     with contextlib.ExitStack() as stack:
-        endpoints: dict[str, Endpoint] = {}
-        for target in targets:
-            try:
-                endpoints[target.label] = stack.enter_context(running_target(target))
-            except AckspecError as exc:
-                progress(f"bench: {target.label}: {exc}")
-                for scenario in scenarios:
-                    result.cells[(scenario.name, target.label)] = Cell(scenario.name, target.label, 0, error=str(exc))
+        endpoints, failures = open_targets(stack, targets, progress)
+        for label, error in failures.items():
+            for scenario in scenarios:
+                result.cells[(scenario.name, label)] = Cell(scenario.name, label, 0, error=error)
         for scenario in scenarios:
             n = max(1, int(messages * scenario.scale))
             cells = {label: Cell(scenario.name, label, n) for label in endpoints}
@@ -54,6 +50,21 @@ def run_bench(
                 result.cells[(scenario.name, label)] = cell
             take_turns(cells, endpoints, scenario.run, body, repetitions, progress)
     return result
+
+
+def open_targets(stack: contextlib.ExitStack, targets: Sequence[TargetSpec],
+                 progress: Callable[[str], None]) -> tuple[dict[str, Endpoint], dict[str, str]]:
+    """Brings every target up for the whole run (``stack`` stops what it started): the endpoints by
+    label, and the one-line error of each target that could not be reached."""
+    endpoints: dict[str, Endpoint] = {}
+    failures: dict[str, str] = {}
+    for target in targets:
+        try:
+            endpoints[target.label] = stack.enter_context(running_target(target))
+        except AckspecError as exc:
+            progress(f"bench: {target.label}: {exc}")
+            failures[target.label] = str(exc)
+    return endpoints, failures
 
 
 def take_turns(cells: Mapping[str, Cell], endpoints: Mapping[str, E], run: Callable[[E, int, bytes], float],

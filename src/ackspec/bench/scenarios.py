@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from ackspec.bench.client import BrokerError, Endpoint, LeanStompClient, ack_id, escape_header, send_frame
 
@@ -59,76 +60,141 @@ def send_async(endpoint: Endpoint, n: int, body: bytes) -> float:
     return n / elapsed
 
 
-def _receipt_each(endpoint: Endpoint, n: int, body: bytes, *, persistent: bool) -> float:
-    client = LeanStompClient(endpoint)
-    try:
-        dest = _queue("receipt-each")
+class ReceiptEachProducer:
+    """One connection sending to one fresh queue and waiting for the receipt of every SEND before the
+    next: the session behind the receipt-each and persistent-1 rows. ``block(n)`` times n SENDs;
+    ``close()`` drains what all blocks sent (outside any clock) and disconnects."""
+
+    def __init__(self, endpoint: Endpoint, body: bytes, *, persistent: bool) -> None:
+        self.client = LeanStompClient(endpoint)
+        self.dest = _queue("receipt-each")
+        self.body = body
+        self.persistent = persistent
+        self.sent = 0
+
+    def block(self, n: int) -> float:
+        """Seconds taken by n SENDs, each waited for."""
+        client, dest, body, persistent = self.client, self.dest, self.body, self.persistent
         t0 = time.perf_counter()
-        for i in range(n):
+        for i in range(self.sent, self.sent + n):
             rid = str(i)
             client.send_raw(send_frame(dest, body, receipt=rid, persistent=persistent))
             client.wait_receipt(rid)
         elapsed = time.perf_counter() - t0
-        _drain(client, dest, n)
-    finally:
-        client.close()
-    return n / elapsed
+        self.sent += n
+        return elapsed
+
+    def close(self) -> None:
+        try:
+            _drain(self.client, self.dest, self.sent)
+        finally:
+            self.client.close()
 
 
-def send_receipt_each(endpoint: Endpoint, n: int, body: bytes) -> float:
-    """A receipt on every SEND, each waited for before the next SEND."""
-    return _receipt_each(endpoint, n, body, persistent=False)
+class GroupProducers:
+    """persistent:true SENDs with a receipt each from several producers on separate connections, all
+    at once (one outstanding SEND per producer), multiplexed in one thread with a selector: the
+    session behind the persistent-8 row. ``block(n)`` times n receipts in all."""
 
+    def __init__(self, endpoint: Endpoint, body: bytes, producers: int = 8) -> None:
+        self.clients: list[LeanStompClient] = []
+        try:
+            for _ in range(producers):
+                self.clients.append(LeanStompClient(endpoint))
+        except BaseException:
+            self._disconnect()
+            raise
+        self.dest = _queue("persistent-8")
+        self.body = body
+        self.sent = 0
 
-def send_persistent_1(endpoint: Endpoint, n: int, body: bytes) -> float:
-    """persistent:true SENDs with a receipt each, one producer."""
-    return _receipt_each(endpoint, n, body, persistent=True)
+    def _send(self, i: int) -> None:
+        self.clients[i].send_raw(send_frame(self.dest, self.body, receipt=str(self.sent), persistent=True))
+        self.sent += 1
 
+    def block(self, n: int) -> float:
+        """Seconds until n SENDs spread over the producers have their receipts."""
+        stop = self.sent + n
+        done = 0
+        with selectors.DefaultSelector() as selector:
+            t0 = time.perf_counter()
+            for i, client in enumerate(self.clients):
+                if self.sent < stop:
+                    self._send(i)
+                    selector.register(client.sock, selectors.EVENT_READ, i)
+            while done < n:
+                events = selector.select(timeout=self.clients[0].timeout)
+                if not events:
+                    raise BrokerError("bench: persistent-8 stalled: no receipt within the timeout")
+                for key, _ in events:
+                    done += self._receipts(key.data, stop)
+            return time.perf_counter() - t0
 
-def send_persistent_8(endpoint: Endpoint, n: int, body: bytes, producers: int = 8) -> float:
-    """persistent:true SENDs with a receipt each from 8 producers on separate connections, all at
-    once (one outstanding SEND per producer), multiplexed in one thread with a selector."""
-    clients = [LeanStompClient(endpoint) for _ in range(producers)]
-    dest = _queue("persistent-8")
-    quota = [n // producers + (1 if i < n % producers else 0) for i in range(producers)]
-    sent = [0] * producers
-    done = 0
-    selector = selectors.DefaultSelector()
-    try:
-        t0 = time.perf_counter()
-        for i, client in enumerate(clients):
-            if quota[i]:
-                client.send_raw(send_frame(dest, body, receipt="0", persistent=True))
-                sent[i] = 1
-                selector.register(client.sock, selectors.EVENT_READ, i)
-        while done < n:
-            events = selector.select(timeout=endpoint_timeout(clients[0]))
-            if not events:
-                raise BrokerError("bench: persistent-8 stalled: no receipt within the timeout")
-            for key, _ in events:
-                i = key.data
-                client = clients[i]
-                if not client.feed_available():
-                    raise BrokerError(f"bench: producer {i} connection closed")
-                while client.pending:
-                    frame = client.next_frame()
-                    if frame.command != "RECEIPT":
-                        continue
-                    done += 1
-                    if sent[i] < quota[i]:
-                        client.send_raw(send_frame(dest, body, receipt=str(sent[i]), persistent=True))
-                        sent[i] += 1
-        elapsed = time.perf_counter() - t0
-        selector.close()
-        _drain(clients[0], dest, n)
-    finally:
-        for client in clients:
+    def _receipts(self, i: int, stop: int) -> int:
+        """Reads producer i's answers; each RECEIPT lets it send its next SEND, up to ``stop`` in all."""
+        client = self.clients[i]
+        if not client.feed_available():
+            raise BrokerError(f"bench: producer {i} connection closed")
+        receipts = 0
+        while client.pending:
+            if client.next_frame().command != "RECEIPT":
+                continue
+            receipts += 1
+            if self.sent < stop:
+                self._send(i)
+        return receipts
+
+    def close(self) -> None:
+        try:
+            _drain(self.clients[0], self.dest, self.sent)
+        finally:
+            self._disconnect()
+
+    def _disconnect(self) -> None:
+        for client in self.clients:
             client.close()
-    return n / elapsed
 
 
-def endpoint_timeout(client: LeanStompClient) -> float:
-    return client.timeout
+class BlockSession(Protocol):
+    """A scenario's connections kept open over several timed blocks (``ackspec bench --paired``)."""
+
+    def block(self, n: int) -> float: ...
+
+    def close(self) -> None: ...
+
+
+def once(session: Callable[[Endpoint, bytes], BlockSession]) -> Callable[[Endpoint, int, bytes], float]:
+    """A scenario's ``run`` from its session: one block of n messages on fresh connections, in msg/s."""
+
+    def run(endpoint: Endpoint, n: int, body: bytes) -> float:
+        opened = session(endpoint, body)
+        try:
+            elapsed = opened.block(n)
+        finally:
+            opened.close()
+        return n / elapsed
+
+    return run
+
+
+def receipt_each_session(endpoint: Endpoint, body: bytes) -> BlockSession:
+    """A receipt on every SEND, each waited for before the next SEND."""
+    return ReceiptEachProducer(endpoint, body, persistent=False)
+
+
+def persistent_1_session(endpoint: Endpoint, body: bytes) -> BlockSession:
+    """persistent:true SENDs with a receipt each, one producer."""
+    return ReceiptEachProducer(endpoint, body, persistent=True)
+
+
+def persistent_8_session(endpoint: Endpoint, body: bytes) -> BlockSession:
+    """persistent:true SENDs with a receipt each, 8 producers on 8 connections."""
+    return GroupProducers(endpoint, body)
+
+
+send_receipt_each = once(receipt_each_session)
+send_persistent_1 = once(persistent_1_session)
+send_persistent_8 = once(persistent_8_session)
 
 
 def _prequeue(client: LeanStompClient, n: int, body: bytes, tag: str) -> str:
@@ -194,14 +260,19 @@ class Scenario:
     run: Callable[[Endpoint, int, bytes], float]
     scale: float = 1.0
     """Fraction of --messages this scenario sends (the one-by-one persistent rows are slow)."""
+    session: Callable[[Endpoint, bytes], BlockSession] | None = None
+    """How to keep the scenario's connections open over several blocks; None if it cannot be paired."""
 
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("send-async", "SEND, no receipts, clock stops at a receipt on the last", send_async),
-    Scenario("send-receipt-each", "SEND with a receipt on each, waited one by one", send_receipt_each),
+    Scenario("send-receipt-each", "SEND with a receipt on each, waited one by one", send_receipt_each,
+             session=receipt_each_session),
     Scenario("consume-auto", "consume pre-queued, ack:auto", consume_auto),
     Scenario("consume-client-individual", "consume pre-queued, client-individual, ACK each",
              consume_client_individual),
-    Scenario("persistent-1", "persistent SEND with receipt, 1 producer", send_persistent_1, 0.25),
-    Scenario("persistent-8", "persistent SEND with receipt, 8 producers (8 connections)", send_persistent_8, 0.25),
+    Scenario("persistent-1", "persistent SEND with receipt, 1 producer", send_persistent_1, 0.25,
+             persistent_1_session),
+    Scenario("persistent-8", "persistent SEND with receipt, 8 producers (8 connections)", send_persistent_8, 0.25,
+             persistent_8_session),
 )
