@@ -48,7 +48,15 @@ def interrupted_line(run: PtyRun) -> str:
     lines = [ln.strip().removeprefix("^C") for ln in after.replace("\r", "\n").splitlines()
              if ln.strip().removeprefix("^C").startswith("ackspec:")]
     assert len(lines) == 1 and lines[0].startswith("ackspec: interrupted") and "Traceback" not in text, after
+    assert cursor_shown(run.text)
     return lines[0]
+
+
+def cursor_shown(raw: str) -> bool:
+    """Whether the terminal is left with its cursor showing: the live display hides it (DECTCEM off), so the
+    last such sequence must show it again."""
+    toggles = re.findall(r"\x1b\[\?25([hl])", raw)
+    return not toggles or toggles[-1] == "h"
 
 
 @pytest.fixture
@@ -89,6 +97,24 @@ def test_ctrl_c_mid_run_exits_130_in_one_line_and_marks_the_run_interrupted(term
     assert "Interrupted: partial results" in (out / "report" / "report.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize("gap", [0.0, 0.5, 2.0])
+def test_a_second_ctrl_c_quits_and_gives_the_cursor_back(terminal: list[PtyRun], tmp_path: Path, gap: float) -> None:
+    """A user pressing ^C twice, ``gap`` seconds apart, while the live display is up: whenever the second
+    press lands (with the first, in the clean-up, or after it), exit 130, no traceback, and the cursor the
+    display hid is shown again. The second quits without clean-up, so not even rich's stop runs then."""
+    run = PtyRun.start("run", "--out", str(tmp_path / "run"), cwd=str(tmp_path))
+    terminal.append(run)
+    display_up = lambda t: finished_count(ANSI.sub("", t)) >= 1 and not cursor_shown(t)  # noqa: E731
+    assert run.read_until(display_up, START_UP), screen(run)[-2000:]  # up, and it has hidden the cursor
+    run.interrupt()
+    run.read_until(lambda _: False, gap)  # the user's pause between the two presses, the terminal read meanwhile
+    run.interrupt()
+    assert run.wait(60) == 130, screen(run)[-2000:]
+    text = screen(run)
+    assert "Traceback" not in text and "ackspec: interrupted" in text, text[-2000:]
+    assert cursor_shown(run.text), repr(run.text[-300:])
+
+
 @pytest.mark.parametrize("delay", [1.0, 4.0])
 def test_ctrl_c_before_any_verdict_exits_130_and_leaves_nothing(terminal: list[PtyRun], tmp_path: Path,
                                                                delay: float) -> None:
@@ -125,7 +151,12 @@ def amqp_display_up(out: Path) -> Callable[[str], bool]:
     return lambda text: "reference (AMQP 1.0)" in ANSI.sub("", text)
 
 
-@pytest.mark.parametrize("moment", [stomp_results_written, amqp_display_up])
+def amqp_display_starting(out: Path) -> Callable[[str], bool]:
+    """The second target's display starting: rich has hidden the cursor again, before its first frame."""
+    return lambda text: text.count("\x1b[?25l") >= 2
+
+
+@pytest.mark.parametrize("moment", [stomp_results_written, amqp_display_starting, amqp_display_up])
 def test_ctrl_c_between_two_targets_marks_the_last_results_and_leaves_no_empty_folder(
         terminal: list[PtyRun], tmp_path: Path, moment: Callable[[Path], Callable[[str], bool]]) -> None:
     out = tmp_path / "run"

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from ackspec.cli.interruption import sigint_deferred
 from ackspec.results import Verdict, combine
 
 SUITE_PLUGIN = "ackspec-suite"
@@ -100,10 +101,13 @@ class LiveProgress:
     # -- display ---------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """End the live display (idempotent; also called when the run is interrupted)."""
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        """End the live display (idempotent; also called when the run is interrupted). Start and stop each
+        run whole, with SIGINT deferred: a Ctrl-C inside rich's start left a display its stop could not
+        undo (``IndexError`` in ``pop_render_hook``, a traceback and exit 1) and the cursor hidden."""
+        progress, self._progress = self._progress, None
+        if progress is not None:
+            with sigint_deferred():
+                progress.stop()
 
     def _start_live(self) -> None:
         """Start rich's live display, leaving ``sys.stdout``/``sys.stderr`` alone: by default rich swaps them
@@ -127,7 +131,8 @@ class LiveProgress:
             TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
             console=console, transient=True, refresh_per_second=4, redirect_stdout=False, redirect_stderr=False)
         self._task = self._progress.add_task(self.label, total=self.total, counts=verdict_counts(self.counts))
-        self._progress.start()
+        with sigint_deferred():
+            self._progress.start()
 
     def _verdicts(self, nodeid: str) -> list[Any]:
         states = getattr(self._suite, "states", {})
