@@ -50,11 +50,14 @@ class _LosingPublisher(Publisher):
         super().__init__(*args, **kwargs)
         self._published: dict[str, int] = {}
 
-    def route(self, q: Any, msg: Any, out: list[Effect]) -> bool:
-        n = self._published[msg.destination] = self._published.get(msg.destination, 0) + 1
-        if n % 2 == 0:
-            return False
-        return super().route(q, msg, out)
+    def route(self, conn: Any, q: Any, destination: str, messages: Any, typed: Any, out: list[Effect]) -> None:
+        for message in messages:  # each message a run of one: every second one only confirmed
+            n = self._published[destination] = self._published.get(destination, 0) + 1
+            if n % 2 == 0:
+                if message[3] is not None:
+                    out.append(Confirm(conn, message[3]))
+                continue
+            super().route(conn, q, destination, (message,), typed, out)
 
 
 class LoseMessage(BrokerCore):
@@ -301,8 +304,9 @@ class AbortKeepsSends(BrokerCore):
         t = self._conn(conn).txs.get(tx)
         out: list[Effect] = []
         if t is not None:
-            for q, m in t.sends:
-                self.publisher.route(q, m, out)
+            for q, m in t.sends:  # published again as if outside the transaction
+                self.publisher.route(m.producer, q, m.destination, ((m.body, m.headers, m.persistent, None),),
+                                     m.typed, out)
             t.sends.clear()
         return out + super().abort(conn, tx, **options)
 

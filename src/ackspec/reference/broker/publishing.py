@@ -1,7 +1,8 @@
 """Publishing: a new message numbered, held by its transaction or routed to its queue or topic subscriptions.
 
-Why a part of its own: one message is routed by one definition (:meth:`Publisher.route`), whether it comes
-alone (:meth:`Publisher.publish`) or in a batch of one AMQP read (:meth:`Publisher.publish_many`).
+Why a part of its own: messages published outside a transaction are routed by one definition, a run at a time
+(:meth:`Publisher.route`), whether one comes alone (:meth:`Publisher.publish`, a run of one) or hundreds in a
+batch of one AMQP read (:meth:`Publisher.publish_many`).
 """
 
 from __future__ import annotations
@@ -39,60 +40,100 @@ class Publisher:
         ``conn`` (``t``: its open transaction, if the message is sent in one)."""
         out: list[Effect] = []
         q = None if destination.startswith(TOPIC_PREFIX) else self.store.queue(destination)
-        if t is None and q is not None:
-            self._to_queue(conn, q, ((body, headers, persistent, confirm),), typed, out)
+        if t is None:
+            self.route(conn, q, destination, ((body, headers, persistent, confirm),), typed, out)
             return out
         if q is not None and self._full(conn, q, confirm, out):
             return out
-        msg = self._message(conn, destination, body, headers, persistent, typed)
-        if t is not None:
-            if len(t.sends) + len(t.settles) >= self.config.max_transaction_size:
-                raise CoreError("transaction too large")
-            t.sends.append((q, msg))
-            self.tracer.trace("STOMP-TX-SEND-INVISIBLE", destination)
-            if confirm is not None:
-                out.append(Confirm(conn, confirm))
-            return out
-        journaled = self.route(None, msg, out)
+        if len(t.sends) + len(t.settles) >= self.config.max_transaction_size:
+            raise CoreError("transaction too large")
+        t.sends.append((q, self._message(conn, destination, body, headers, persistent, typed)))
+        self.tracer.trace("STOMP-TX-SEND-INVISIBLE", destination)
         if confirm is not None:
-            out.append(Confirm(conn, confirm, durable=journaled and self.config.sync_non_transactional))
+            out.append(Confirm(conn, confirm))
         return out
 
     def publish_many(self, conn: ConnId, destination: str,
                      messages: Iterable[tuple[bytes, Headers, bool, object]]) -> list[Effect]:
         """:meth:`BrokerCore.publish_many <ackspec.reference.broker.core.BrokerCore.publish_many>` by open
-        connection ``conn``: what :meth:`publish` does per message, with the queue looked up once."""
+        connection ``conn``: one :meth:`route` of the run."""
         out: list[Effect] = []
-        if destination.startswith(TOPIC_PREFIX):
-            for body, headers, persistent, confirm in messages:
-                out += self.publish(conn, destination, body, headers, persistent, None, confirm, None)
-            return out
-        self._to_queue(conn, self.store.queue(destination), messages, None, out)
+        q = None if destination.startswith(TOPIC_PREFIX) else self.store.queue(destination)
+        self.route(conn, q, destination, messages, None, out)
         return out
+
+    def route(self, conn: ConnId, q: Queue | None, destination: str,
+              messages: Iterable[tuple[bytes, Headers, bool, object]], typed: Typed | None,
+              out: list[Effect]) -> None:
+        """Publish a run of ``(body, headers, persistent, confirm)`` messages by ``conn`` to ``destination``
+        outside any transaction, in order: each numbered, kept in queue ``q`` (None: copied to the
+        subscriptions of topic ``destination``), journalled if persistent, dispatched, and confirmed (a
+        ``Confirm`` after the message's other effects). One message is a run of one.
+
+        Why a run: an AMQP read hands over hundreds of transfers at once (``publish_many``), and what is
+        the same for all of them is then looked up once. This is the one place a message outside a
+        transaction becomes visible, and the hook a variant of the broker overrides to change that."""
+        if q is None:
+            self._to_topic(conn, destination, messages, typed, out)
+        else:
+            self._to_queue(conn, q, messages, typed, out)
 
     def _to_queue(self, conn: ConnId, q: Queue, messages: Iterable[tuple[bytes, Headers, bool, object]],
                   typed: Typed | None, out: list[Effect]) -> None:
-        """Publish ``messages`` to queue ``q`` outside any transaction, in order, each refused if the queue is
-        full (:meth:`_full`), else numbered, routed and confirmed. One message is a run of one.
+        """:meth:`route` to queue ``q``: each message refused if the queue is full (:meth:`_full`), else
+        numbered, journalled if persistent, enqueued, dispatched if ``q`` has consumers, and confirmed.
 
-        Why a run: an AMQP read hands over hundreds of transfers at once (``publish_many``); the queue's
-        depth is then counted once, not per message, and kept as an upper bound (only this loop adds to
-        ``q``; a dispatch only takes from it), so :meth:`_full` recounts only when it may be reached."""
+        The queue's depth is counted once per run and kept as an upper bound (only this loop adds to
+        ``q``; a dispatch only takes from it), so :meth:`_full` recounts only when it may be reached. While
+        ``q`` has no consumer, the new entries are enqueued together (:meth:`.Queue.enqueue` takes a run)."""
         sync = self.config.sync_non_transactional
         limit = self.config.max_queue_depth
         message = self._message
-        route = self.route
+        journal = self.store.journal
+        next_pos = self.store.pos.__next__
         name = q.name
         depth = len(q.ready) + len(q.returned) + len(q.parked)  # len(q) without a Python call per run
+        run: list[Entry] = []  # entries not yet in q
         for body, headers, persistent, confirm in messages:
             if depth >= limit:
+                q.enqueue(run)
+                run = []
                 if self._full(conn, q, confirm, out):
                     continue
                 depth = len(q)
-            journaled = route(q, message(conn, name, body, headers, persistent, typed), out)
+            msg = message(conn, name, body, headers, persistent, typed)
+            if persistent:
+                journal(msg, out)
+            entry = Entry(msg, next_pos())
             depth += 1
+            if q.consumers:
+                q.enqueue((entry,))
+                self.dispatcher.dispatch(q, out)
+            else:
+                run.append(entry)
             if confirm is not None:
-                out.append(_new(Confirm, (conn, confirm, journaled and sync)))
+                out.append(_new(Confirm, (conn, confirm, persistent and sync)))
+        if run:
+            q.enqueue(run)
+
+    def _to_topic(self, conn: ConnId, destination: str, messages: Iterable[tuple[bytes, Headers, bool, object]],
+                  typed: Typed | None, out: list[Effect]) -> None:
+        """:meth:`route` to topic ``destination``: each message numbered and copied to every subscription
+        queue it goes to (:meth:`.Topics.copies`), a durable subscription's copy journalled, each queue
+        dispatched, and the message confirmed."""
+        store = self.store
+        for body, headers, persistent, confirm in messages:
+            journaled = False
+            for sq, copy, record in self.topics.copies(self._message(conn, destination, body, headers, persistent,
+                                                                     typed)):
+                if record is not None:
+                    out.append(JournalAppend(record))
+                    store.journaled.add(copy.message_id)
+                    journaled = True
+                sq.enqueue((store.entry(copy),))
+                self.dispatcher.dispatch(sq, out)
+            if confirm is not None:
+                out.append(Confirm(conn, confirm, durable=journaled and self.config.sync_non_transactional))
 
     def _full(self, conn: ConnId, q: Queue, confirm: object, out: list[Effect]) -> bool:
         """Whether queue ``q`` is full (``config.max_queue_depth``): the message is then refused."""
@@ -107,26 +148,3 @@ class Publisher:
         """The next message, numbered (its id: this broker's boot id and its publication number)."""
         seq = next(self.store.seq)
         return _new(Message, (f"{self.boot_id}-{seq}", destination, body, headers, persistent, conn, seq, typed))
-
-    def route(self, q: Queue | None, msg: Message, out: list[Effect]) -> bool:
-        """Enqueue ``msg`` in queue ``q`` (None: in the subscriptions of its topic), journalled if persistent,
-        and dispatch; returns whether a journal record was emitted."""
-        store = self.store
-        if q is not None:
-            journaled = False
-            if msg.persistent:
-                store.journal(msg, out)
-                journaled = True
-            q.enqueue(Entry(msg, next(store.pos)))  # store.entry, without a call per message
-            if q.consumers:
-                self.dispatcher.dispatch(q, out)
-            return journaled
-        journaled = False
-        for sq, copy, record in self.topics.copies(msg):
-            if record is not None:
-                out.append(JournalAppend(record))
-                store.journaled.add(copy.message_id)
-                journaled = True
-            sq.enqueue(store.entry(copy))
-            self.dispatcher.dispatch(sq, out)
-        return journaled

@@ -43,7 +43,7 @@ def restore(store: Store, topics: Topics, records: Iterable[Record]) -> None:
         q = store.queue(m.destination) if kept_by is None else topics.durables.get(kept_by)
         if q is None:
             continue  # kept by a subscription that is gone (cannot happen with a whole journal)
-        q.enqueue(store.entry(m, 1, True))
+        q.enqueue((store.entry(m, 1, True),))
         store.journaled.add(m.message_id)
         max_seq = max(max_seq, m.seq)
     store.seq = itertools.count(max_seq + 1)

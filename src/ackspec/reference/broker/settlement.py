@@ -230,6 +230,6 @@ class Settler:
             out.append(JournalAppend(DeadLettered(msg.message_id, dlq, reason)))
             journaled = True
         dq = self.store.queue(dlq)
-        dq.enqueue(self.store.entry(dead, entry.delivery_count, True))
+        dq.enqueue((self.store.entry(dead, entry.delivery_count, True),))
         self.dispatcher.dispatch(dq, out)
         return journaled

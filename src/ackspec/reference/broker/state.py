@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -117,12 +118,16 @@ class Queue:
     def give_back(self, entry: Entry) -> None:
         heapq.heappush(self.returned, entry)
 
-    def enqueue(self, entry: Entry) -> None:
-        """A new message: at the tail, or, expedited (JMS 3.4.10), among those that go first by priority."""
-        if entry.rank:
-            heapq.heappush(self.returned, entry)
-        else:
-            self.ready.append(entry)
+    def enqueue(self, entries: Iterable[Entry]) -> None:
+        """New messages, in order: each at the tail, or, expedited (JMS 3.4.10), among those that go first
+        by priority. A run at a time (a publisher's run of one read: :meth:`.Publisher.route`); one message
+        is a run of one."""
+        ready = self.ready
+        for entry in entries:
+            if entry.rank:
+                heapq.heappush(self.returned, entry)
+            else:
+                ready.append(entry)
 
     def messages(self) -> list[Entry]:
         return sorted([*self.returned, *self.ready, *self.parked])

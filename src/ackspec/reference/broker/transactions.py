@@ -73,11 +73,11 @@ class Transactions:
         for i, (sent_to, m) in enumerate(t.sends):
             if sent_to is not None:
                 q = store.queue(sent_to.name)  # the queue may have been freed meanwhile (Store.free_if_unused)
-                q.enqueue(store.entry(m))
+                q.enqueue((store.entry(m),))
                 touched[id(q)] = q
                 continue
             for sq, copy, _record in topic_copies[i]:
-                sq.enqueue(store.entry(copy))
+                sq.enqueue((store.entry(copy),))
                 touched[id(sq)] = sq
 
     def abort(self, c: Conn, tx: str, redeliver_settled: bool, confirm: object) -> list[Effect]:
