@@ -20,6 +20,7 @@ from typing import Any
 from ackspec.conformance.window import WINDOW_HEADER
 from ackspec.reference.amqp.connection import AmqpConnection
 from ackspec.reference.amqp.inflight import InFlight
+from ackspec.reference.amqp.links import answers_transfer
 from ackspec.reference.amqp.pump import EnginePump
 from ackspec.reference.broker.core import BrokerCore
 from ackspec.reference.broker.dispatch import Dispatcher
@@ -687,7 +688,7 @@ class _TransferAnswers(AmqpConnection):
 
     @staticmethod
     def is_transfer(effect: Confirm) -> bool:
-        return getattr(effect.token, "kind", None) == "transfer"
+        return answers_transfer(effect.token)
 
 
 class NoAccepted(_TransferAnswers):

@@ -23,7 +23,7 @@ from proton import Condition, Described, ulong
 from ackspec.reference.amqp.conditions import ERR_INVALID_FIELD, ERR_NOT_ALLOWED, ERR_RESOURCE_LIMIT, ERR_TXN_ROLLBACK
 from ackspec.reference.amqp.coordinator import Txn
 from ackspec.reference.amqp.dispositions import ACCEPTED, REJECTED, TRANSACTIONAL_STATE, Ptr, transaction_id, wrap
-from ackspec.reference.amqp.links import OutLink, Token
+from ackspec.reference.amqp.links import PLAIN_TRANSFER, OutLink, Token
 from ackspec.reference.amqp.proton_c import lib
 from ackspec.reference.amqp.sections import Incoming
 from ackspec.reference.broker import ACCEPT, Confirm, CoreError, Effect
@@ -32,10 +32,10 @@ from ackspec.reference.broker.model import Headers
 
 _delivery_settle = lib.pn_delivery_settle
 _delivery_update = lib.pn_delivery_update
-_new_tuple = tuple.__new__  # builds a named tuple without calling its Python-level __new__ (hot path)
 
 Publish = tuple[bytes, Headers, bool, object]
-"""A batched transfer: body, headers, durable, and the token its ``Confirm`` echoes (None: pre-settled)."""
+"""A batched transfer: body, headers, durable, and the token its ``Confirm`` echoes (its delivery pointer;
+None: pre-settled)."""
 
 
 class InFlight:
@@ -76,8 +76,7 @@ class InFlight:
             self.publishes.append((incoming.body, incoming.headers, incoming.durable, None))
         else:
             self.open_in.add(dlv)
-            self.publishes.append((incoming.body, incoming.headers, incoming.durable,
-                                   _new_tuple(Token, ("transfer", dlv, False))))
+            self.publishes.append((incoming.body, incoming.headers, incoming.durable, dlv))
 
     def hold(self, dlv: Ptr) -> None:
         """A transfer handled on its own (off the batched path): what was batched goes to the core first, so
@@ -117,8 +116,8 @@ class InFlight:
                     self.run(self.core.publish(self.conn_id, destination, body, headers,
                                                persistent=durable, confirm=token))
                 except CoreError as exc:
-                    if isinstance(token, Token):
-                        self.answer(token.delivery, REJECTED, condition=Condition(ERR_INVALID_FIELD, exc.message))
+                    if token is not None:
+                        self.answer(token, REJECTED, condition=Condition(ERR_INVALID_FIELD, exc.message))
         else:
             self.run_published(effects)
 
@@ -161,14 +160,12 @@ class InFlight:
         accepted: list[Ptr] = []  # inlined acceptances since the last effect for the hub
         answered = False
         for e in effects:
-            if e.__class__ is Confirm and not e.durable and e.conn == conn_id:
-                token = e.token
-                if token.__class__ is Token and token.kind == "transfer" and not token.extra:
-                    if rest:
-                        self.hub.apply(rest)
-                        rest = []
-                    accepted.append(token.delivery)
-                    continue
+            if e.__class__ is Confirm and not e.durable and e.conn == conn_id and e.token.__class__ is PLAIN_TRANSFER:
+                if rest:
+                    self.hub.apply(rest)
+                    rest = []
+                accepted.append(e.token)
+                continue
             if accepted:
                 answered = self.outcomes(accepted, ACCEPTED) > 0 or answered
                 accepted = []
@@ -182,15 +179,15 @@ class InFlight:
 
     def confirm(self, token: object) -> None:
         """The core applied what ``token`` stands for (and the journal synced it, if durable): answer it."""
+        if token.__class__ is PLAIN_TRANSFER:  # an unsettled transfer outside a transaction
+            self.outcome(token, ACCEPTED)  # the output is handed over by the caller
+            return
         if token.__class__ is not Token:
             return
         dlv = token.delivery
         kind = token.kind
-        if kind == "transfer":
-            if token.extra:  # transactional: report the presumptive outcome (4.4.1)
-                self.answer(dlv, TRANSACTIONAL_STATE, data=[transaction_id(dlv), Described(ulong(ACCEPTED), [])])
-            else:
-                self.outcome(dlv, ACCEPTED)  # the output is handed over by the caller
+        if kind == "transfer":  # transactional: report the presumptive outcome (4.4.1)
+            self.answer(dlv, TRANSACTIONAL_STATE, data=[transaction_id(dlv), Described(ulong(ACCEPTED), [])])
         elif kind == "settle":
             self.settle_out(dlv)
         elif kind == "discharge":
@@ -201,6 +198,9 @@ class InFlight:
     def reject(self, token: object, reason: str) -> None:
         """The core refused what ``token`` stands for: a transfer or discharge is rejected with ``reason``;
         our delivery whose outcome it could not apply is settled all the same (the client's outcome stands)."""
+        if token.__class__ is PLAIN_TRANSFER:
+            self.answer(token, REJECTED, condition=Condition(ERR_RESOURCE_LIMIT, reason))
+            return
         if not isinstance(token, Token):
             return
         dlv = token.delivery

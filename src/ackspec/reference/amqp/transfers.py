@@ -49,6 +49,7 @@ _delivery_settled = lib.pn_delivery_settled
 _link_recv = lib.pn_link_recv
 _link_advance = lib.pn_link_advance
 _link_current = lib.pn_link_current
+_unpack = ffi.unpack  # the first bytes of a char array as bytes, in one call (no memoryview slice per transfer)
 
 
 class Transfers:
@@ -70,7 +71,6 @@ class Transfers:
         self._recv_buffer = bytearray(RECV_BUFFER_START)  # grows with the messages, up to RECV_BUFFER_MAX
         self._recv_size = len(self._recv_buffer)
         self._recv_view = ffi.from_buffer(self._recv_buffer)  # what pn_link_recv writes into
-        self._recv_bytes = memoryview(self._recv_buffer)
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -106,19 +106,18 @@ class Transfers:
         keep megabytes per connection)."""
         size = self._recv_size
         if got < size:
-            return self._recv_bytes[:got].tobytes() if got > 0 else b""
-        parts = [self._recv_bytes.tobytes()]
+            return _unpack(self._recv_view, got) if got > 0 else b""
+        parts = [_unpack(self._recv_view, size)]
         while got == size:  # more: read the rest, then keep a buffer that fits next time
             got = _link_recv(impl, self._recv_view, size)
             if got > 0:
-                parts.append(self._recv_bytes[:got].tobytes())
+                parts.append(_unpack(self._recv_view, got))
         payload = b"".join(parts)
         if size >= RECV_BUFFER_MAX:
             return payload
         self._recv_buffer = bytearray(min(len(payload) + 1, RECV_BUFFER_MAX))
         self._recv_size = len(self._recv_buffer)
         self._recv_view = ffi.from_buffer(self._recv_buffer)
-        self._recv_bytes = memoryview(self._recv_buffer)
         return payload
 
     def _check_size(self, dlv: Any, state: InLink) -> bool:
@@ -133,7 +132,13 @@ class Transfers:
         self.attachments.close_link(impl, ERR_MESSAGE_SIZE, f"message larger than {self.max_message_size} bytes")
 
     def _take(self, dlv: Ptr, state: InLink) -> None:
-        """A complete transfer, the link's current delivery: read, advanced past, handed on."""
+        """A complete transfer, the link's current delivery: read, advanced past, decoded, routed and handed
+        on: batched (a plain message outside any transaction, :meth:`.InFlight.publish`) or published on its
+        own (:meth:`_publish_one`: coordinator, transactional or typed, or with fault rules on).
+
+        Why one body for every transfer: this is the broker's per-message path (a read brings hundreds of
+        transfers); the rare steps are calls of their own (:meth:`_off_path`, the refusals), the common ones
+        are not, so a plain transfer costs one Python call here."""
         impl = state.impl
         state.received += 1
         if state.received > state.visible:
@@ -142,62 +147,54 @@ class Transfers:
             self.attachments.close_link(impl, ERR_TRANSFER_LIMIT, "transfer sent without link credit")
             return
         got = _link_recv(impl, self._recv_view, self._recv_size)  # _recv's usual case, inline
-        payload = self._recv_bytes[:got].tobytes() if 0 < got < self._recv_size else self._recv(impl, got)
+        payload = _unpack(self._recv_view, got) if 0 < got < self._recv_size else self._recv(impl, got)
         _link_advance(impl)
         if len(payload) > self.max_message_size:  # arrived whole in one read (else _check_size saw it)
             self._too_large(impl)
             return
         faults = self.core.faults
-        if (state.coordinator or _delivery_remote_state(dlv) == TRANSACTIONAL_STATE
-                or (faults is not None and faults.active)):
-            self.inflight.hold(dlv)  # to be settled by us: answer or the pre-settled paths
-            self._one(dlv, state, payload)
-            return
-        # the common case: a plain message outside any transaction, batched (see InFlight.flush)
-        read = self._incoming(dlv, state, payload)
-        if read is None:
-            return
-        incoming, destination = read
-        if incoming.typed is not None:  # kept with its types: published on its own
-            self.inflight.hold(dlv)
-            self._publish_one(dlv, incoming, destination, None)
-            return
-        self._batch(dlv, _delivery_settled(dlv), incoming, destination)  # a bool already (C _Bool)
-
-    # -- off the batched path ---------------------------------------------------------------------
-
-    def _one(self, dlv: Ptr, state: InLink, payload: bytes) -> None:
-        """A transfer off the batched path: coordinator, transactional, or with fault rules on."""
-        if state.coordinator:
-            self.coordinator.control(dlv, payload)
-            return
+        off = (state.coordinator or _delivery_remote_state(dlv) == TRANSACTIONAL_STATE
+               or (faults is not None and faults.active))
         tx: str | None = None
-        if _delivery_remote_state(dlv) == TRANSACTIONAL_STATE:
-            tx, refusal = self.coordinator.named(dlv)
-            if refusal is not None:
-                self.inflight.answer(dlv, REJECTED, condition=refusal)
+        if off:
+            self.inflight.hold(dlv)  # to be settled by us: answer or the pre-settled paths
+            handled, tx = self._off_path(dlv, state, payload)
+            if handled:
                 return
-        read = self._incoming(dlv, state, payload)
-        if read is not None:
-            self._publish_one(dlv, read[0], read[1], tx)
-
-    def _incoming(self, dlv: Ptr, state: InLink, payload: bytes) -> tuple[Incoming, str] | None:
-        """The message of a complete transfer and the core destination it goes to; None when the transfer
-        was rejected instead (undecodable, no address, or through the anonymous relay to a destination
-        this login may not write)."""
         try:
             # the plainest messages by read_message's shortcut, without its two calls around it
             incoming = (read_plain(payload) if len(payload) > 12 else None) or read_incoming(payload)
         except Exception as exc:
             self._reject(dlv, ERR_DECODE, f"undecodable message: {exc}")
-            return None
+            return
         destination = state.destination or core_destination(incoming.to, state.caps)
         if destination is None:
             self._reject(dlv, ERR_NOT_FOUND, NO_ADDRESS)
-            return None
-        if state.destination is None and self.auth.acl is not None and self._relay_refused(dlv, destination):
-            return None
-        return incoming, destination
+        elif state.destination is None and self.auth.acl is not None and self._relay_refused(dlv, destination):
+            pass
+        elif off or incoming.typed is not None:  # a typed one is kept with its types: published on its own
+            if not off:
+                self.inflight.hold(dlv)
+            self._publish_one(dlv, incoming, destination, tx)
+        else:  # the common case: batched (see InFlight.flush)
+            self._batch(dlv, _delivery_settled(dlv), incoming, destination)  # a bool already (C _Bool)
+
+    # -- off the batched path ---------------------------------------------------------------------
+
+    def _off_path(self, dlv: Ptr, state: InLink, payload: bytes) -> tuple[bool, str | None]:
+        """What a transfer off the batched path needs before it is decoded: a coordinator's is its control
+        message (handled here); a transactional one names its transaction, rejected here if unknown. Returns
+        whether it was handled, and the transaction it is sent in (if any)."""
+        if state.coordinator:
+            self.coordinator.control(dlv, payload)
+            return True, None
+        if _delivery_remote_state(dlv) != TRANSACTIONAL_STATE:
+            return False, None
+        tx, refusal = self.coordinator.named(dlv)
+        if refusal is not None:
+            self.inflight.answer(dlv, REJECTED, condition=refusal)
+            return True, None
+        return False, tx
 
     def _publish_one(self, dlv: Ptr, incoming: Incoming, destination: str, tx: str | None) -> None:
         """One transfer handed to the core on its own (off the batched path), answered when confirmed."""
@@ -205,7 +202,7 @@ class Transfers:
         faults = self.core.faults
         if faults is not None and faults.active and self._rejected_by_fault(dlv, settled, destination, tx):
             return
-        confirm = None if settled else Token("transfer", dlv, tx is not None)
+        confirm = None if settled else dlv if tx is None else Token("transfer", dlv, True)
         try:
             effects = self.core.publish(self.conn_id, destination, incoming.body, incoming.headers,
                                         persistent=incoming.durable, tx=tx, confirm=confirm, typed=incoming.typed)
