@@ -67,29 +67,23 @@ class Publisher:
               out: list[Effect]) -> None:
         """Publish a run of ``(body, headers, persistent, confirm)`` messages by ``conn`` to ``destination``
         outside any transaction, in order: each numbered, kept in queue ``q`` (None: copied to the
-        subscriptions of topic ``destination``), journalled if persistent, dispatched, and confirmed (a
-        ``Confirm`` after the message's other effects). One message is a run of one.
+        subscriptions of topic ``destination``, :meth:`_to_topic`), journalled if persistent, dispatched, and
+        confirmed (a ``Confirm`` after the message's other effects). One message is a run of one.
 
         Why a run: an AMQP read hands over hundreds of transfers at once (``publish_many``), and what is
         the same for all of them is then looked up once. This is the one place a message outside a
-        transaction becomes visible, and the hook a variant of the broker overrides to change that."""
+        transaction becomes visible, and the hook a variant of the broker overrides to change that.
+
+        In a queue, each message is refused if the queue is full (:meth:`_full`). The queue's depth is
+        counted once per run and kept as an upper bound (only this loop adds to ``q``; a dispatch only
+        takes from it), so :meth:`_full` recounts only when it may be reached. While ``q`` has no
+        consumer, the run's new entries enter it together (:meth:`.Queue.enqueue` takes a run)."""
         if q is None:
             self._to_topic(conn, destination, messages, typed, out)
-        else:
-            self._to_queue(conn, q, messages, typed, out)
-
-    def _to_queue(self, conn: ConnId, q: Queue, messages: Iterable[tuple[bytes, Headers, bool, object]],
-                  typed: Typed | None, out: list[Effect]) -> None:
-        """:meth:`route` to queue ``q``: each message refused if the queue is full (:meth:`_full`), else
-        numbered, journalled if persistent, enqueued, dispatched if ``q`` has consumers, and confirmed.
-
-        The queue's depth is counted once per run and kept as an upper bound (only this loop adds to
-        ``q``; a dispatch only takes from it), so :meth:`_full` recounts only when it may be reached. While
-        ``q`` has no consumer, the new entries are enqueued together (:meth:`.Queue.enqueue` takes a run)."""
+            return
         sync = self.config.sync_non_transactional
         limit = self.config.max_queue_depth
         message = self._message
-        journal = self.store.journal
         next_pos = self.store.pos.__next__
         name = q.name
         depth = len(q.ready) + len(q.returned) + len(q.parked)  # len(q) without a Python call per run
@@ -103,7 +97,7 @@ class Publisher:
                 depth = len(q)
             msg = message(conn, name, body, headers, persistent, typed)
             if persistent:
-                journal(msg, out)
+                self.store.journal(msg, out)
             entry = Entry(msg, next_pos())
             depth += 1
             if q.consumers:
@@ -118,7 +112,7 @@ class Publisher:
 
     def _to_topic(self, conn: ConnId, destination: str, messages: Iterable[tuple[bytes, Headers, bool, object]],
                   typed: Typed | None, out: list[Effect]) -> None:
-        """:meth:`route` to topic ``destination``: each message numbered and copied to every subscription
+        """What :meth:`route` does for topic ``destination``: each message numbered and copied to every subscription
         queue it goes to (:meth:`.Topics.copies`), a durable subscription's copy journalled, each queue
         dispatched, and the message confirmed."""
         store = self.store
