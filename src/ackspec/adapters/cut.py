@@ -63,6 +63,7 @@ class ClientFeature(StrEnum):
     DEAD_PEER = "dead-peer"  # promises to drop a peer silent beyond the heart-beat interval (a MAY rule made a check)
     DISPATCH_EVENTS = "dispatch-events"  # each message the broker pushes: a ``dispatch`` event, among the acks
     CLOSE_CONSUMER = "close-consumer"  # MessageConsumer.close (ends a blocked receive, waits for a listener)
+    CONTEXT = "context"  # the simplified API (JMSContext): context, close_context; its handle stands for a session
 
 
 class CutError(Exception):
@@ -144,7 +145,8 @@ class Received:
     properties: Mapping[str, str] = field(default_factory=dict)
 
 
-CALLBACK_ACTIONS = ("close-producer", "close-session", "close-connection", "commit", "rollback", "block")
+CALLBACK_ACTIONS = ("close-producer", "close-session", "close-context", "close-connection", "commit", "rollback",
+                    "block")
 LISTENER_ACTIONS = ("close-consumer", "close-session", "close-connection", "block")
 
 
@@ -176,7 +178,20 @@ class ClientUnderTest(abc.ABC):
     def session(self, *, transacted: bool = False, ack_mode: int = 1) -> str: ...
 
     @abc.abstractmethod
-    def producer(self, session: str) -> str: ...
+    def producer(self, session: str) -> str:
+        """A producer of ``session``, or of a JMSContext: a context handle stands for a session here and in
+        :meth:`commit` and :meth:`rollback`."""
+
+    def context(self, *, transacted: bool = False, ack_mode: int = 1) -> str:
+        """A JMSContext (the simplified API, feature ``context``) of its own connection, like ``session``'s modes.
+
+        Sends through its producers are ``JMSProducer.setAsync(listener).send``; their callbacks' actions
+        are ``close-context``, ``commit``, ``rollback`` or ``block``. A client without a simplified API has
+        no context: the rules' context case is not applicable to it."""
+        raise NotApplicable(f"{self.name} has no simplified API (JMSContext)")
+
+    def close_context(self, context: str) -> None:
+        raise NotApplicable(f"{self.name} has no simplified API (JMSContext)")
 
     # -- sends --------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -107,6 +107,12 @@ class ShimCUT(ClientUnderTest):
     def producer(self, session: str) -> str:
         return str(self.call("producer", session=session))
 
+    def context(self, *, transacted: bool = False, ack_mode: int = 1) -> str:
+        return str(self.call("context", transacted=transacted, ack_mode=ack_mode))
+
+    def close_context(self, context: str) -> None:
+        self.call("close_context", context=context)
+
     def sync_send(self, producer: str, destination: str, body: bytes, *, persistent: bool = True,
                   properties: Mapping[str, str] | None = None) -> str:
         return str(self.call("sync_send", producer=producer, destination=destination,

@@ -5,7 +5,6 @@ import jakarta.jms.Destination;
 import jakarta.jms.JMSException;
 import jakarta.jms.Message;
 import jakarta.jms.MessageConsumer;
-import jakarta.jms.Session;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.activemq.ActiveMQConnectionFactory;
@@ -44,9 +43,11 @@ final class ActiveMQProvider implements Provider {
     public List<String> features() {
         // no async-send (so no callback-actions, message-access): activemq-client 6.1.8 implements no
         // CompletionListener; send(destination, message, mode, priority, ttl, listener) throws
-        // java.lang.UnsupportedOperationException "... is not supported" (seen 2026-11-26, apache/activemq#1714)
+        // java.lang.UnsupportedOperationException "... is not supported" (seen 2026-11-26, apache/activemq#1714).
+        // It has a JMSContext (ActiveMQContext: context), whose JMSProducer.setAsync throws the same
+        // UnsupportedOperationException "setAsync(CompletionListener) is not supported" (seen 2026-11-27)
         return List.of("sync-send-confirmed", "transactions", "ack-modes", "ack-types", "listener", "recover",
-                "selector", "prefetch", "close-consumer", "dispatch-events", "send-flags");
+                "selector", "prefetch", "close-consumer", "dispatch-events", "send-flags", "context");
     }
 
     @Override
@@ -125,14 +126,14 @@ final class ActiveMQProvider implements Provider {
     }
 
     @Override
-    public Destination destination(Session session, String name) throws JMSException {
+    public Destination destination(Destinations where, String name) throws JMSException {
         String plain = Provider.strip(name);
-        return name.startsWith("/queue/") ? session.createQueue(plain) : session.createTopic(plain);
+        return name.startsWith("/queue/") ? where.queue(plain) : where.topic(plain);
     }
 
     /** ActiveMQ reads a consumer's own prefetch from its destination's options (consumer.prefetchSize). */
     @Override
-    public Destination withPrefetch(Session session, String name, long prefetch) throws JMSException {
+    public Destination withPrefetch(Destinations session, String name, long prefetch) throws JMSException {
         return destination(session, name + "?consumer.prefetchSize=" + prefetch);
     }
 }

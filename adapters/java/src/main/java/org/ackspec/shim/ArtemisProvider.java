@@ -56,7 +56,7 @@ final class ArtemisProvider implements Provider {
     public List<String> features() {
         return List.of("sync-send-confirmed", "async-send", "send-flags", "transactions", "confirmation-window",
                 "callback-actions", "message-access", "ack-modes", "listener", "recover", "selector",
-                "close-consumer");
+                "close-consumer", "context");
     }
 
     @Override
@@ -103,10 +103,10 @@ final class ArtemisProvider implements Provider {
     }
 
     @Override
-    public Destination destination(Session session, String name) throws JMSException {
+    public Destination destination(Destinations where, String name) throws JMSException {
         String plain = Provider.strip(name);
         names.put(plain, name);
-        return name.startsWith("/queue/") ? session.createQueue(plain) : session.createTopic(plain);
+        return name.startsWith("/queue/") ? where.queue(plain) : where.topic(plain);
     }
 
     @Override

@@ -33,8 +33,9 @@ final class Consumers {
     Object consumer(Map<String, Object> args) throws Exception {
         Driver.SessionState s = driver.sessions.get(args.get("session"));
         Object prefetch = args.get("prefetch");
-        Destination destination = prefetch == null ? driver.destination(s.session(), args.get("destination"))
-                : driver.provider.withPrefetch(s.session(), String.valueOf(args.get("destination")),
+        Provider.Destinations where = Provider.Destinations.of(s.session());
+        Destination destination = prefetch == null ? driver.destination(where, args.get("destination"))
+                : driver.provider.withPrefetch(where, String.valueOf(args.get("destination")),
                         ((Number) prefetch).longValue());
         Object selector = args.get("selector");
         MessageConsumer consumer = s.session().createConsumer(destination, selector == null ? null : selector.toString());

@@ -20,12 +20,15 @@ final class Dispatcher {
 
     private Object dispatch(String op, Map<String, Object> args) throws Exception {
         Consumers consumers = driver.consumers;
+        Contexts contexts = driver.contexts;
+        boolean ofContext = contexts.isContext(args.get("session")) || contexts.isProducer(args.get("producer"));
         return switch (op) {
             case "open" -> driver.open(args);
             case "session" -> driver.session(args);
-            case "producer" -> driver.producer(args);
-            case "sync_send" -> driver.send(args, false);
-            case "async_send" -> driver.send(args, true);
+            case "context" -> contexts.context(args);
+            case "producer" -> ofContext ? contexts.producer(args) : driver.producer(args);
+            case "sync_send" -> ofContext ? contexts.send(args, false) : driver.send(args, false);
+            case "async_send" -> ofContext ? contexts.send(args, true) : driver.send(args, true);
             case "touch_message" -> driver.touchMessage(args);
             case "message_id" -> driver.messageId(args);
             case "set_send_ack_handler" -> driver.setSendAckHandler();
@@ -37,7 +40,9 @@ final class Dispatcher {
             case "close_consumer" -> consumers.close(args);
             case "set_listener_action" -> consumers.setListenerAction(args);
             case "release_listeners" -> consumers.releaseListeners();
-            case "recover", "commit", "rollback", "close_session" -> driver.sessionCall(args, op);
+            case "commit", "rollback" -> ofContext ? contexts.call(args, op) : driver.sessionCall(args, op);
+            case "recover", "close_session" -> driver.sessionCall(args, op);
+            case "close_context" -> contexts.close(args);
             case "close_producer" -> driver.closeProducer(args);
             case "gate_hold" -> driver.provider.gate().open(args);
             case "gate_release" -> driver.provider.gate().release(args);

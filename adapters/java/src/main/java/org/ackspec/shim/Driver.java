@@ -3,6 +3,7 @@ package org.ackspec.shim;
 import jakarta.jms.BytesMessage;
 import jakarta.jms.CompletionListener;
 import jakarta.jms.Connection;
+import jakarta.jms.ConnectionFactory;
 import jakarta.jms.DeliveryMode;
 import jakarta.jms.Destination;
 import jakarta.jms.JMSException;
@@ -12,6 +13,7 @@ import jakarta.jms.Session;
 import java.net.URI;
 import java.util.Base64;
 import java.util.Map;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -40,6 +42,8 @@ final class Driver {
     final Handles<ProducerState> producers = new Handles<>("p");
     final Handles<Message> sends = new Handles<>("m");
     final Consumers consumers;
+    final Contexts contexts;
+    private volatile ConnectionFactory factory;
     private volatile Connection connection;
     private volatile Relay relay;
     private volatile boolean sendAckHandler;
@@ -48,6 +52,7 @@ final class Driver {
         this.provider = provider;
         this.events = events;
         this.consumers = new Consumers(this);
+        this.contexts = new Contexts(this);
         provider.events(events);
     }
 
@@ -59,16 +64,27 @@ final class Driver {
         return c;
     }
 
+    /** The connection factory of {@code open}, for the JMSContexts of {@link Contexts} (each its own connection). */
+    ConnectionFactory factory() throws ShimError {
+        ConnectionFactory f = factory;
+        if (f == null) {
+            throw new ShimError("IllegalStateError", "not connected");
+        }
+        return f;
+    }
+
     Object open(Map<String, Object> args) throws Exception {
         URI url = URI.create(String.valueOf(args.get("url")));
         @SuppressWarnings("unchecked")
         Options options = new Options((Map<String, Object>) args.get("options"));
         Relay r = new Relay(url.getHost(), url.getPort());
         try {
-            Connection c = provider.factory("127.0.0.1", r.port(), options).createConnection();
+            ConnectionFactory f = provider.factory("127.0.0.1", r.port(), options);
+            Connection c = f.createConnection();
             c.setExceptionListener(e -> System.err.println("ackspec-shim: connection exception: " + Errors.describe(e)));
             c.start();
             relay = r;
+            factory = f;
             connection = c;
         } catch (Exception e) {
             r.close();
@@ -104,10 +120,10 @@ final class Driver {
      * A destination from a STOMP-style name. Any other name is no destination at all: the send is made
      * with none, which an unidentified producer must refuse in the caller (an error JMS finds in send).
      */
-    Destination destination(Session session, Object name) throws JMSException {
+    Destination destination(Provider.Destinations where, Object name) throws JMSException {
         String text = String.valueOf(name);
         if (text.startsWith("/queue/") || text.startsWith("/topic/")) {
-            return provider.destination(session, text);
+            return provider.destination(where, text);
         }
         return null;
     }
@@ -116,6 +132,26 @@ final class Driver {
         ProducerState p = producers.get(args.get("producer"));
         Session session = p.session().session();
         BytesMessage message = session.createBytesMessage();
+        String handle = fill(message, args);
+        int mode = deliveryMode(args);
+        Destination destination = destination(Provider.Destinations.of(session), args.get("destination"));
+        if (async) {
+            Completion.Scope scope = new Completion.Scope(p.session().handle(), p.session().running(),
+                    action -> act(action, p, p.session()));
+            CompletionListener listener = new Completion(this, handle, scope, callbackAction(args));
+            asynchronously(() -> {
+                p.producer().send(destination, message, mode, Message.DEFAULT_PRIORITY, Message.DEFAULT_TIME_TO_LIVE,
+                        listener);
+                return null;
+            });
+        } else {
+            p.producer().send(destination, message, mode, Message.DEFAULT_PRIORITY, Message.DEFAULT_TIME_TO_LIVE);
+        }
+        return handle;
+    }
+
+    /** Writes the request's body and properties into a new message and registers it; returns the send's handle. */
+    String fill(BytesMessage message, Map<String, Object> args) throws JMSException {
         message.writeBytes(Base64.getDecoder().decode(String.valueOf(args.getOrDefault("body_b64", ""))));
         Object properties = args.get("properties");
         if (properties instanceof Map<?, ?> map) {
@@ -128,27 +164,31 @@ final class Driver {
             message.setStringProperty(Provider.SEND_PROPERTY, handle);
         }
         sends.put(handle, message);
-        int mode = Boolean.FALSE.equals(args.get("persistent")) ? DeliveryMode.NON_PERSISTENT : DeliveryMode.PERSISTENT;
-        Destination destination = destination(session, args.get("destination"));
-        if (async) {
-            Object action = args.get("on_callback");
-            CompletionListener listener = new Completion(this, handle, p, action == null ? null : action.toString());
-            CoreGate gate = provider instanceof ArtemisProvider artemis ? artemis.gate() : null;
-            if (gate != null) {
-                gate.asyncSend(true);
-            }
-            try {
-                p.producer().send(destination, message, mode, Message.DEFAULT_PRIORITY, Message.DEFAULT_TIME_TO_LIVE,
-                        listener);
-            } finally {
-                if (gate != null) {
-                    gate.asyncSend(false);
-                }
-            }
-        } else {
-            p.producer().send(destination, message, mode, Message.DEFAULT_PRIORITY, Message.DEFAULT_TIME_TO_LIVE);
-        }
         return handle;
+    }
+
+    static int deliveryMode(Map<String, Object> args) {
+        return Boolean.FALSE.equals(args.get("persistent")) ? DeliveryMode.NON_PERSISTENT : DeliveryMode.PERSISTENT;
+    }
+
+    static String callbackAction(Map<String, Object> args) {
+        Object action = args.get("on_callback");
+        return action == null ? null : action.toString();
+    }
+
+    /** Makes a CompletionListener send, marked as one for the Artemis client's gate (confirmed asynchronously). */
+    void asynchronously(Callable<Void> send) throws Exception {
+        CoreGate gate = provider instanceof ArtemisProvider artemis ? artemis.gate() : null;
+        if (gate != null) {
+            gate.asyncSend(true);
+        }
+        try {
+            send.call();
+        } finally {
+            if (gate != null) {
+                gate.asyncSend(false);
+            }
+        }
     }
 
     Object touchMessage(Map<String, Object> args) throws ShimError {
@@ -210,35 +250,44 @@ final class Driver {
         return null;
     }
 
-    /** Closes the connection, bounded: a library that deadlocks in close is reported, not waited on forever. */
+    /** Closes the connection (and the contexts still open), bounded, then the relay. */
     Object close() throws Exception {
         Connection c = connection;
         if (c == null) {
             return null;
         }
-        var executor = Executors.newSingleThreadExecutor(runnable -> {
-            Thread t = new Thread(runnable, "ackspec-close");
-            t.setDaemon(true);
-            return t;
-        });
         try {
-            Future<?> closing = executor.submit(() -> {
+            contexts.closeAll();
+            bounded("Connection.close()", () -> {
                 c.close();
                 return null;
             });
-            closing.get(CLOSE_LIMIT_SECONDS, TimeUnit.SECONDS);
-        } catch (TimeoutException e) {
-            throw new ShimError("JMSError", "Connection.close() did not return within " + CLOSE_LIMIT_SECONDS + " s");
-        } catch (ExecutionException e) {
-            throw e.getCause() instanceof Exception cause ? cause : e;
         } finally {
-            executor.shutdown();
             Relay r = relay;
             if (r != null) {
                 r.close();
             }
         }
         return null;
+    }
+
+    /** Runs a close, bounded: a library that deadlocks in close is reported, not waited on forever. */
+    static void bounded(String what, Callable<Void> closing) throws Exception {
+        var executor = Executors.newSingleThreadExecutor(runnable -> {
+            Thread t = new Thread(runnable, "ackspec-close");
+            t.setDaemon(true);
+            return t;
+        });
+        try {
+            Future<?> done = executor.submit(closing);
+            done.get(CLOSE_LIMIT_SECONDS, TimeUnit.SECONDS);
+        } catch (TimeoutException e) {
+            throw new ShimError("JMSError", what + " did not return within " + CLOSE_LIMIT_SECONDS + " s");
+        } catch (ExecutionException e) {
+            throw e.getCause() instanceof Exception cause ? cause : e;
+        } finally {
+            executor.shutdown();
+        }
     }
 
     Object crash() throws ShimError {

@@ -36,6 +36,11 @@ final class Handles<T> {
         return object;
     }
 
+    /** True when {@code handle} names one of these objects (handles of every kind are unique). */
+    boolean has(Object handle) {
+        return handle != null && objects.containsKey(handle.toString());
+    }
+
     Iterable<T> all() {
         return objects.values();
     }

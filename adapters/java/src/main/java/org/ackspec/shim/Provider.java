@@ -36,19 +36,57 @@ interface Provider {
     /** The session mode value of this library's INDIVIDUAL_ACKNOWLEDGE (the protocol calls it 4). */
     int individualAcknowledge();
 
-    /** A destination from a STOMP-style name (/queue/NAME, /topic/NAME). */
-    default Destination destination(Session session, String name) throws JMSException {
+    /** A destination from a STOMP-style name (/queue/NAME, /topic/NAME), made by a session or a context. */
+    default Destination destination(Destinations where, String name) throws JMSException {
         if (name.startsWith("/queue/")) {
-            return session.createQueue(name);
+            return where.queue(name);
         }
-        return session.createTopic(name);
+        return where.topic(name);
+    }
+
+    /**
+     * What makes destinations: a Session or a JMSContext (the simplified API), which share the two calls but no
+     * interface.
+     */
+    interface Destinations {
+        Destination queue(String name) throws JMSException;
+
+        Destination topic(String name) throws JMSException;
+
+        static Destinations of(Session session) {
+            return new Destinations() {
+                @Override
+                public Destination queue(String name) throws JMSException {
+                    return session.createQueue(name);
+                }
+
+                @Override
+                public Destination topic(String name) throws JMSException {
+                    return session.createTopic(name);
+                }
+            };
+        }
+
+        static Destinations of(jakarta.jms.JMSContext context) {
+            return new Destinations() {
+                @Override
+                public Destination queue(String name) {
+                    return context.createQueue(name);
+                }
+
+                @Override
+                public Destination topic(String name) {
+                    return context.createTopic(name);
+                }
+            };
+        }
     }
 
     /**
      * The destination a consumer with its own prefetch consumes from, where the library takes a prefetch per
      * consumer (ActiveMQ: the destination option consumer.prefetchSize); else the prefetch is the connection's.
      */
-    default Destination withPrefetch(Session session, String name, long prefetch) throws JMSException, ShimError {
+    default Destination withPrefetch(Destinations session, String name, long prefetch) throws JMSException, ShimError {
         throw ShimError.notApplicable(name() + ": prefetch is set on the connection (open option)");
     }
 

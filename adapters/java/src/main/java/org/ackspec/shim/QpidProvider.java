@@ -42,7 +42,7 @@ final class QpidProvider implements Provider {
     @Override
     public List<String> features() {
         return List.of("sync-send-confirmed", "async-send", "send-flags", "transactions", "callback-actions",
-                "message-access", "ack-modes", "listener", "recover", "selector", "prefetch", "close-consumer");
+                "message-access", "ack-modes", "listener", "recover", "selector", "prefetch", "close-consumer", "context");
     }
 
     @Override
