@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ackspec.adapters.cut import ClientUnderTest
+from ackspec.adapters.cut import ClientFeature, ClientUnderTest
 from ackspec.adapters.refclient import RefClientAmqpCUT, RefClientCUT
 from ackspec.conformance.client import test_close_rules as close_rules
 from ackspec.conformance.client import test_consumer_acks as consumer_acks
@@ -28,7 +28,7 @@ from ackspec.conformance.client import test_stomp_client as stomp_client
 from ackspec.conformance.client.conftest import Env, opened_clients
 from ackspec.reference.client import Connection, IllegalStateError
 from ackspec.reference.client.consumer_core import AckRecord, AckType
-from ackspec.reference.client.dispatch import in_message_listener, outside_callbacks
+from ackspec.reference.client.dispatch import in_message_listener, is_callback_thread, outside_callbacks
 from ackspec.reference.client.errors import ControlRefusedError
 from ackspec.reference.client.send_core import Complete, SendState, SendTracker
 from ackspec.reference.client.session import MessageConsumer, Session
@@ -133,6 +133,60 @@ class CloseWaitsOnlyForConfirmations(_Mutant):
             return actions
 
         tracker._release = released  # type: ignore[method-assign]
+
+
+def _not_from_a_callback(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` (a wait), skipped on a callback thread, as a client that never checked for one does."""
+
+    def wait(*args: Any, **kwargs: Any) -> Any:
+        return None if is_callback_thread() else original(*args, **kwargs)
+
+    return wait
+
+
+class CallbackMayEndItsSession(_Mutant):
+    """A completion callback may close, commit or roll back its own session: the check is gone, and (as in a
+    client that never had one, Artemis's session commit) the call does not wait for the callback making it
+    (breaks 7.3.4)."""
+
+    def mutate_session(self, session: Session) -> None:
+        session._forbid_in_own_callback = lambda what: None  # type: ignore[method-assign]
+        session.executor.wait_idle = _not_from_a_callback(session.executor.wait_idle)  # type: ignore[method-assign]
+        conn = session.connection  # wrapped once per session: each wrapper skips the same waits
+        conn.wait_incomplete = _not_from_a_callback(conn.wait_incomplete)  # type: ignore[method-assign]
+
+
+class _WithContext(RefClientCUT):
+    """A test double, not a client under test: the reference client has no simplified API (its context cases are
+    not applicable), so to show that the context cases of the 7.3 tests can fail, this gives it a JMSContext as
+    Jakarta Messaging defines one, a session used through the context's verbs (``JMSContext.createContext``'s
+    sharing of the connection). Mixed into a mutant, the context case meets that mutant's sabotage."""
+
+    features = RefClientCUT.features | {ClientFeature.CONTEXT}
+
+    def context(self, *, transacted: bool = False, ack_mode: int = 1) -> str:
+        return self.session(transacted=transacted, ack_mode=ack_mode)
+
+    def close_context(self, context: str) -> None:
+        self.close_session(context)
+
+    def async_send(self, producer: str, destination: str, body: bytes, *, persistent: bool = True,
+                   properties: Mapping[str, str] | None = None, on_callback: str | None = None) -> str:
+        action = "close-session" if on_callback == "close-context" else on_callback
+        return super().async_send(producer, destination, body, persistent=persistent, properties=properties,
+                                  on_callback=action)
+
+
+class ContextCloseDoesNotWait(_WithContext, CloseDoesNotWait):
+    """CloseDoesNotWait, met through a context's close."""
+
+
+class ContextCallbackMayEndIt(_WithContext, CallbackMayEndItsSession):
+    """CallbackMayEndItsSession, met through a context's close, commit and rollback from its callback."""
+
+
+class ContextUnorderedCallbacks(_WithContext, UnorderedCallbacks):
+    """UnorderedCallbacks, met through a context's sends."""
 
 
 # -- closing from listeners, closing consumers, NACK, failed commit ----------------------------------
@@ -411,10 +465,11 @@ BOTH = ("stomp", "amqp")
 
 @dataclass(frozen=True)
 class Case:
-    mutant: type[_Mutant]
+    mutant: type[RefClientCUT]
     check: Callable[..., None]
     params: Mapping[str, Any] = field(default_factory=dict)
     protocols: tuple[str, ...] = ("stomp",)
+    clean: type[RefClientCUT] = RefClientCUT  # what the same check must pass against
 
     @property
     def check_id(self) -> str:
@@ -427,7 +482,7 @@ NO_BEATS_CASES = [{"offer": "0,0", "answer": f"0,{stomp_client.INTERVAL_MS}"},
 
 CASES: list[Case] = [
     Case(UnorderedCallbacks, jms.test_callback_order_across_destinations_and_mixed_with_sync),
-    Case(UnorderedCallbacks, jms.test_rejections_reported_by_on_exception_in_send_order),
+    Case(UnorderedCallbacks, jms.test_rejections_reported_by_on_exception_in_send_order, {"sender": "producer"}),
     Case(EarlyCompletion, jms.test_completion_only_after_confirmation_and_sends_pipeline),
     Case(CloseDoesNotWait, jms.test_close_waits_for_incomplete_sends_which_complete_normally),
     *(Case(mutant, jms.test_commit_and_rollback_wait_for_incomplete_sends, {"operation": operation})
@@ -436,6 +491,14 @@ CASES: list[Case] = [
     # callback thread, so this sabotage shows only where Qpid JMS's does
     Case(CloseWaitsOnlyForConfirmations, jms.test_close_waits_for_a_running_completion_callback,
          {"closed_object": "producer"}, protocols=BOTH),
+    # the context cases (a test double gives the reference client a context: _WithContext)
+    Case(ContextCloseDoesNotWait, jms.test_close_waits_for_a_running_completion_callback, {"closed_object": "context"},
+         clean=_WithContext),
+    *(Case(ContextCallbackMayEndIt, jms.test_callback_acting_on_its_own_objects_gets_illegal_state,
+           {"action": action, "transacted": action != "close-context", "owner": "context"}, clean=_WithContext)
+      for action in ("close-context", "commit", "rollback")),
+    Case(ContextUnorderedCallbacks, jms.test_rejections_reported_by_on_exception_in_send_order, {"sender": "context"},
+         clean=_WithContext),
     Case(ListenerConnectionCloseSkipsItsAck, close_rules.test_listener_closing_its_connection_still_acks_its_message,
          protocols=BOTH),
     # STOMP only: over AMQP the same sabotage is not observable (the late disposition still settled the
@@ -508,15 +571,16 @@ def test_conformance_test_catches_mutant(case: Case, protocol: str, env: Env) ->
         run_check(case.check, over(case.mutant, protocol), env, case.params)
 
 
-CLEAN_RUNS = sorted({(c.check, tuple(c.params.items()), c.check_id, p) for c in CASES for p in c.protocols},
+CLEAN_RUNS = sorted({(c.check, tuple(c.params.items()), c.check_id, p, c.clean) for c in CASES for p in c.protocols},
                     key=lambda r: (r[2], r[3]))
 
 
-@pytest.mark.parametrize(("check", "params", "check_id", "protocol"), CLEAN_RUNS,
+@pytest.mark.parametrize(("check", "params", "check_id", "protocol", "clean"), CLEAN_RUNS,
                          ids=[f"{r[2]}-{r[3]}" for r in CLEAN_RUNS])
 def test_same_checks_pass_for_the_reference_client(check: Callable[..., None], params: tuple[tuple[str, Any], ...],
-                                                   check_id: str, protocol: str, env: Env) -> None:
-    run_check(check, over(RefClientCUT, protocol), env, dict(params))
+                                                   check_id: str, protocol: str, clean: type[RefClientCUT],
+                                                   env: Env) -> None:
+    run_check(check, over(clean, protocol), env, dict(params))
 
 
 def test_every_close_rule_and_stomp_client_rule_has_a_mutant() -> None:

@@ -4,7 +4,7 @@ Check helpers take the requirement from the running test (:mod:`ackspec.conforma
 literal anywhere else in the suite's files is a second copy that can drift from the decorator. Allowed:
 the arguments of a ``requirement(...)`` marker (a decorator, or a marker built once and applied to
 parametrized cases), and the first argument of :func:`ackspec.conformance.strategies.drawn` /
-``requirement_strategies``: there the ID says whose catalogue domain a strategy draws from, it judges
+``enumerated`` / ``requirement_strategies``: there the ID says whose catalogue domain a strategy draws from, it judges
 nothing. Also checked here, before anything runs, the two mistakes a call raises
 :class:`~ackspec.conformance.cited.CitationError` for: a ``req.NAME`` a test function names that its
 decorator does not cite, and a check helper called without a requirement in a test citing several (the
@@ -28,7 +28,7 @@ from ackspec.spec import load_catalogue
 CONFORMANCE = Path(ackspec.conformance.__file__).parent
 SCANNED = ("suite", "client")
 MARKER_NAMES = frozenset({"requirement"})
-DOMAIN_SOURCES = frozenset({"drawn", "requirement_strategies"})
+DOMAIN_SOURCES = frozenset({"drawn", "enumerated", "requirement_strategies"})
 
 
 def _id_like() -> re.Pattern[str]:

@@ -90,6 +90,17 @@ def drawn(requirement_id: str, parameter: str, *, cap: float | None = None) -> s
         raise NoDomain(f"{requirement_id} has no parameter {parameter!r} (it has: {known})") from None
 
 
+def enumerated(requirement_id: str, parameter: str) -> tuple[Any, ...]:
+    """Every value of an enumerated ``parameter`` of the bundled catalogue's ``requirement_id``, in its order: what
+    a test parametrizes over when the rule names a few cases (``closed_object``: producer, session, context,
+    connection), so each case runs every time and a case added to the catalogue is a test case the next run."""
+    req = load_catalogue().get(requirement_id)
+    domain = req.parameters[parameter].values if parameter in req.parameters else None
+    if not isinstance(domain, Enumeration):
+        raise NoDomain(f"{requirement_id} has no enumerated parameter {parameter!r}")
+    return tuple(domain.values)
+
+
 def requirement_strategies(requirement_id: str, *, caps: dict[str, float] | None = None
                            ) -> dict[str, st.SearchStrategy[Any]]:
     """A strategy for every parameter of a requirement that has a domain (for ``@given(**...)``)."""

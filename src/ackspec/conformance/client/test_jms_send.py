@@ -13,6 +13,7 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -23,7 +24,7 @@ from ackspec.conformance.client.conftest import STILL_WAITING_FOR, TIMEOUT, Back
 from ackspec.conformance.client.proxies.stomp import Answered, Gate
 from ackspec.conformance.config import hypothesis_seed, hypothesis_settings
 from ackspec.conformance.markers import requirement
-from ackspec.conformance.strategies import drawn
+from ackspec.conformance.strategies import drawn, enumerated
 
 MakeCut = Callable[..., ClientUnderTest]
 
@@ -33,16 +34,26 @@ def callbacks(cut: ClientUnderTest, count: int) -> list[tuple[str, str]]:
     return [(e.kind, e["send"]) for e in events]
 
 
+SESSION, CONTEXT = "session", "context"
+"""What a producer belongs to: a session (classic API) or a JMSContext (simplified API; feature ``context``)."""
+
+
 def _held_producer(cut: ClientUnderTest, env: Env, *features: ClientFeature, transacted: bool = False,
-                   queue: str = "q") -> tuple[str, Gate, str, str]:
-    """The client under test (requiring ``features``) with a producer whose SENDs to a fresh queue reach
-    the broker but whose confirmations the proxy holds. Returns the queue, the gate, the session and the producer.
+                   queue: str = "q", owner: str = SESSION) -> tuple[str, Gate, str, str]:
+    """The client under test (requiring ``features``) with a producer of a new session or context (``owner``) whose
+    SENDs to a fresh queue reach the broker but whose confirmations the proxy holds. Returns the queue, the gate,
+    the session (or context) and the producer.
     """
-    cut.require(*features)
+    cut.require(*features, *([ClientFeature.CONTEXT] if owner == CONTEXT else []))
     q = env.queue(queue)
     gate = env.proxy.hold("SEND", q)
-    s = cut.session(transacted=transacted)
+    s = _opened(cut, owner, transacted=transacted)
     return q, gate, s, cut.producer(s)
+
+
+def _opened(cut: ClientUnderTest, owner: str, *, transacted: bool = False) -> str:
+    """A new session or JMSContext (``owner``) of the client: its handle, which producers and commits take."""
+    return cut.context(transacted=transacted) if owner == CONTEXT else cut.session(transacted=transacted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,16 +62,17 @@ class IncompleteSends:
 
     queue: str
     gate: Gate
-    session: str
+    session: str  # or the context, when the producer is a context's
     producer: str
     sends: list[str]
 
 
 def _incomplete_sends(cut: ClientUnderTest, env: Env, count: int, *features: ClientFeature,
-                      transacted: bool = False, on_callback: str | None = None) -> IncompleteSends:
-    """``count`` asynchronous sends of ``b"x"`` (the client needs ASYNC_SEND and ``features``), all held;
-    their callbacks perform ``on_callback``."""
-    q, gate, s, p = _held_producer(cut, env, ClientFeature.ASYNC_SEND, *features, transacted=transacted)
+                      transacted: bool = False, on_callback: str | None = None,
+                      owner: str = SESSION) -> IncompleteSends:
+    """``count`` asynchronous sends of ``b"x"`` (the client needs ASYNC_SEND and ``features``) by a producer of a
+    session or context (``owner``), all held; their callbacks perform ``on_callback``."""
+    q, gate, s, p = _held_producer(cut, env, ClientFeature.ASYNC_SEND, *features, transacted=transacted, owner=owner)
     sends = [cut.async_send(p, q, b"x", on_callback=on_callback) for _ in range(count)]
     gate.wait_held(count, TIMEOUT)
     return IncompleteSends(q, gate, s, p, sends)
@@ -106,10 +118,15 @@ def test_error_found_in_send_is_raised_and_never_called_back(cut: ClientUnderTes
 
 
 @requirement("JMS-7.3.2-ON-EXCEPTION", "JMS-7.3.2-ONE-CALLBACK-PER-SEND", "JMS-7.3.8-CALLBACK-ORDER")
-def test_rejections_reported_by_on_exception_in_send_order(cut: ClientUnderTest, env: Env) -> None:
+@pytest.mark.parametrize("sender", enumerated("JMS-7.3.8-CALLBACK-ORDER", "sender"))
+def test_rejections_reported_by_on_exception_in_send_order(cut: ClientUnderTest, env: Env, sender: str) -> None:
     """Any number of asynchronous sends, their confirmations answered in any order, any of them rejected:
-    exactly one callback per send (onException for the rejected ones), in send order."""
-    cut.require(ClientFeature.ASYNC_SEND)
+    exactly one callback per send (onException for the rejected ones), in send order. ``sender``: the sends of
+    one MessageProducer, or of one JMSContext (a shim sends each through a JMSProducer of its own, so the order
+    is the context's, across its JMSProducers, as 7.3.8 states it)."""
+    owner = CONTEXT if sender == CONTEXT else SESSION
+    cut.require(ClientFeature.ASYNC_SEND, *([ClientFeature.CONTEXT] if owner == CONTEXT else []))
+    s = _opened(cut, owner)  # one for every example: a context is a connection of its own
     sent = 0
     queues = itertools.count()
 
@@ -121,7 +138,9 @@ def test_rejections_reported_by_on_exception_in_send_order(cut: ClientUnderTest,
         n = data.draw(st.integers(1, 8), label="sends")
         answer_order = data.draw(st.permutations(range(n)), label="answer order")
         rejected = data.draw(st.sets(st.integers(0, n - 1)), label="rejected")
-        q, gate, _s, p = _held_producer(cut, env, ClientFeature.ASYNC_SEND, queue=f"q{next(queues)}")
+        q = env.queue(f"q{next(queues)}")
+        gate = env.proxy.hold("SEND", q)
+        p = cut.producer(s)
         sends = [cut.async_send(p, q, f"m{i}".encode()) for i in range(n)]
         held = gate.wait_held(n, TIMEOUT)
         assert len(held) == n, f"the broker got {len(held)} of {n} asynchronous sends"
@@ -290,15 +309,18 @@ def test_close_waits_for_incomplete_sends_which_complete_normally(cut: ClientUnd
         "close aborted incomplete sends instead of letting them complete")
 
 
-CLOSED_OBJECTS = ("producer", "session", "connection")
+CLOSED_OBJECTS = enumerated("JMS-7.3.4-CLOSE-WAITS", "closed_object")
+"""Producer, session, context, connection: the objects whose close 7.3.4 makes wait, as the catalogue lists them."""
 
 
 def _close(cut: ClientUnderTest, held: IncompleteSends, closed_object: str) -> Callable[[], None]:
-    if closed_object == "producer":
-        return lambda: cut.close_producer(held.producer)
-    if closed_object == "session":
-        return lambda: cut.close_session(held.session)
-    return cut.close
+    closes: dict[str, Callable[[], None]] = {
+        "producer": lambda: cut.close_producer(held.producer),
+        "session": lambda: cut.close_session(held.session),
+        "context": lambda: cut.close_context(held.session),
+        "connection": cut.close,
+    }
+    return closes[closed_object]
 
 
 @requirement("JMS-7.3.4-CLOSE-WAITS")
@@ -306,8 +328,10 @@ def _close(cut: ClientUnderTest, held: IncompleteSends, closed_object: str) -> C
 def test_close_waits_for_a_running_completion_callback(cut: ClientUnderTest, env: Env, closed_object: str) -> None:
     """The rule's second half: close returns only after the callbacks have *returned*, not once the broker
     has confirmed. A callback that keeps running (the ``block`` action) makes that observable; without it
-    a client that stops waiting at the confirmation passes whenever its callback thread happens to win."""
-    held = _incomplete_sends(cut, env, 2, ClientFeature.CALLBACK_ACTIONS, on_callback="block")
+    a client that stops waiting at the confirmation passes whenever its callback thread happens to win.
+    ``context``: the sends go through a JMSContext's producer and the context is closed."""
+    owner = CONTEXT if closed_object == CONTEXT else SESSION
+    held = _incomplete_sends(cut, env, 2, ClientFeature.CALLBACK_ACTIONS, on_callback="block", owner=owner)
     closing = env.background(_close(cut, held, closed_object))
     assert closing.wait_parked(TIMEOUT), "close neither returned nor waited"
     _still_waits_while_a_callback_runs(cut, held, closing, f"{closed_object} close")
@@ -353,23 +377,38 @@ CLOSE_ILLEGAL = requirement("JMS-7.3.4-CALLBACK-CLOSE-ILLEGAL")
 COMMIT_ILLEGAL = requirement("JMS-7.3.4-CALLBACK-COMMIT-ILLEGAL")
 
 
-@pytest.mark.parametrize(("action", "transacted"), [
-    pytest.param("close-producer", False, marks=CLOSE_ILLEGAL, id="close-producer"),
-    pytest.param("close-session", False, marks=CLOSE_ILLEGAL, id="close-session"),
-    pytest.param("close-connection", False, marks=CLOSE_ILLEGAL, id="close-connection"),
-    pytest.param("commit", True, marks=COMMIT_ILLEGAL, id="commit"),
-    pytest.param("rollback", True, marks=COMMIT_ILLEGAL, id="rollback"),
-])
+def _own_object_cases() -> list[Any]:
+    """Every case of the two rules, from the catalogue's domains: a callback closing its own producer, session,
+    context or connection (the producer a context's for ``context``, a session's otherwise), and committing or
+    rolling back its own session or context. Ids: ``close-OBJECT``, ``OPERATION`` (a session's) and
+    ``OPERATION-context``."""
+    closes = [pytest.param(f"close-{what}", False, CONTEXT if what == CONTEXT else SESSION, marks=CLOSE_ILLEGAL,
+                           id=f"close-{what}")
+              for what in enumerated("JMS-7.3.4-CALLBACK-CLOSE-ILLEGAL", "closed_object")]
+    ends = [pytest.param(operation, True, owner, marks=COMMIT_ILLEGAL,
+                         id=operation if owner == SESSION else f"{operation}-{owner}")
+            for owner in enumerated("JMS-7.3.4-CALLBACK-COMMIT-ILLEGAL", "transacted_object")
+            for operation in enumerated("JMS-7.3.4-CALLBACK-COMMIT-ILLEGAL", "operation")]
+    return closes + ends
+
+
+@pytest.mark.parametrize(("action", "transacted", "owner"), _own_object_cases())
 def test_callback_acting_on_its_own_objects_gets_illegal_state(make_cut: MakeCut, env: Env, action: str,
-                                                               transacted: bool) -> None:
+                                                               transacted: bool, owner: str) -> None:
     cut = make_cut()
     cut.require(ClientFeature.ASYNC_SEND, ClientFeature.CALLBACK_ACTIONS,
-                *([ClientFeature.TRANSACTIONS] if transacted else []))
-    s = cut.session(transacted=transacted)
+                *([ClientFeature.TRANSACTIONS] if transacted else []),
+                *([ClientFeature.CONTEXT] if owner == CONTEXT else []))
+    s = _opened(cut, owner, transacted=transacted)
     p = cut.producer(s)
     cut.async_send(p, env.queue(), b"x", on_callback=action)
     [result] = cut.events.wait_count("callback-result", 1, TIMEOUT)
     assert result["outcome"] == "IllegalStateError", f"{action} from its own callback: {result['outcome']}"
+    if transacted:  # the refusal was the callback's, not a session (context) that cannot commit at all
+        try:
+            (cut.commit if action == "commit" else cut.rollback)(s)
+        except CutError as exc:
+            raise AssertionError(f"{action} failed on the application thread too: {exc}") from exc
 
 
 @requirement("JMS-7.3.6-HEADERS-AFTER-COMPLETION", "JMS-7.3.9-ACCESS-MAY-THROW")
