@@ -84,7 +84,7 @@ class Publisher:
         sync = self.config.sync_non_transactional
         limit = self.config.max_queue_depth
         message = self._message
-        next_pos = self.store.pos.__next__
+        pos = self.store.pos
         name = q.name
         depth = len(q.ready) + len(q.returned) + len(q.parked)  # len(q) without a Python call per run
         run: list[Entry] = []  # entries not yet in q
@@ -98,7 +98,7 @@ class Publisher:
             msg = message(conn, name, body, headers, persistent, typed)
             if persistent:
                 self.store.journal(msg, out)
-            entry = Entry(msg, next_pos())
+            entry = Entry(msg, next(pos))
             depth += 1
             if q.consumers:
                 q.enqueue((entry,))
