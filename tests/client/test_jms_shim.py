@@ -77,3 +77,28 @@ def test_missing_jar_is_one_line_saying_how_to_build(monkeypatch: pytest.MonkeyP
         factory("artemis-jms")
     message = str(info.value)
     assert "\n" not in message and "bash adapters/java/build.sh" in message
+
+
+def test_qpid_context_sends_commits_and_closes_through_its_own_calls(jar: str, env: Env) -> None:
+    """The simplified API's verbs (feature ``context``): a transacted JMSContext's producer sends and the context
+    commits (the message is then on the queue), and a closed context refuses a send (the library's
+    IllegalStateRuntimeException); an unknown context handle is one BadRequest line."""
+    cut = factory("qpid-jms")()
+    try:
+        assert ClientFeature.CONTEXT in cut.features
+        cut.open(env.url_for("amqp"))
+        context = cut.context(transacted=True)
+        q = env.queue()
+        producer = cut.producer(context)
+        cut.sync_send(producer, q, b"in a transaction")
+        cut.commit(context)
+        assert [m.body for m in env.drain(q, 1)] == [b"in a transaction"]
+        cut.close_context(context)
+        with pytest.raises(CutError) as closed:
+            cut.sync_send(producer, q, b"after close")
+        assert closed.value.kind == "IllegalStateError"
+        with pytest.raises(CutError) as unknown:
+            cut.close_context("x0")
+        assert unknown.value.kind == "BadRequest"
+    finally:
+        cut.close()
