@@ -334,20 +334,26 @@ def test_close_waits_for_a_running_completion_callback(cut: ClientUnderTest, env
     held = _incomplete_sends(cut, env, 2, ClientFeature.CALLBACK_ACTIONS, on_callback="block", owner=owner)
     closing = env.background(_close(cut, held, closed_object))
     assert closing.wait_parked(TIMEOUT), "close neither returned nor waited"
-    _still_waits_while_a_callback_runs(cut, held, closing, f"{closed_object} close")
-    assert callbacks(cut, 2) == [("completion", x) for x in held.sends]
+    _still_waits_while_a_callback_runs(cut, env, held, closing, f"{closed_object} close")
+    got = callbacks(cut, 2)
+    assert got == [("completion", x) for x in held.sends], f"callbacks after the {closed_object} close: {got}"
 
 
-def _still_waits_while_a_callback_runs(cut: ClientUnderTest, held: IncompleteSends, call: Background,
+def _still_waits_while_a_callback_runs(cut: ClientUnderTest, env: Env, held: IncompleteSends, call: Background,
                                        name: str) -> None:
     """Release the held confirmations; while the first callback runs (the ``block`` action keeps it
-    running), ``call`` must not return; then let the callbacks, and so ``call``, finish."""
-    held.gate.release_all()
+    running), ``call`` must not return; then let the callbacks, and so ``call``, finish.
+
+    The release runs in the background: handing a held answer over may wait for the client, and the client
+    for the test (the Artemis client's close can run a callback itself, holding the lock the hand-over of a
+    core answer takes, until the test lets that callback return)."""
+    releasing = env.background(held.gate.release_all)
     # barrier: the first callback is running now (the confirmations reached the client)
     assert cut.events.wait_count("callback-blocked", 1, TIMEOUT), "no callback ran after the confirmations"
     assert not call.returned_within(STILL_WAITING_FOR), f"{name} returned while a completion callback was running"
     cut.release_listeners()
     call.wait()
+    releasing.wait()
 
 
 @requirement("JMS-7.3.4-COMMIT-WAITS")
@@ -362,7 +368,7 @@ def test_commit_and_rollback_wait_for_incomplete_sends(cut: ClientUnderTest, env
     assert ending.wait_parked(TIMEOUT), f"{operation} neither returned nor waited"
     assert env.proxy.settle(TIMEOUT), "the proxy did not catch up with the client's writes"
     pending = held.gate.pending()
-    _still_waits_while_a_callback_runs(cut, held, ending, operation)
+    _still_waits_while_a_callback_runs(cut, env, held, ending, operation)
     # ordering evidence, no clock: the COMMIT (ABORT) frame came after the held confirmation was released
     command = "COMMIT" if operation == "commit" else "ABORT"
     written_at = env.proxy.first_seen(command)
