@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,9 +27,14 @@ from ackspec.conformance.client import test_consumer_acks as consumer_acks
 from ackspec.conformance.client import test_jms_send as jms
 from ackspec.conformance.client import test_stomp_client as stomp_client
 from ackspec.conformance.client.conftest import Env, opened_clients
-from ackspec.reference.client import Connection, IllegalStateError
+from ackspec.reference.client import Connection, IllegalStateError, dispatch
 from ackspec.reference.client.consumer_core import AckRecord, AckType
-from ackspec.reference.client.dispatch import in_message_listener, is_callback_thread, outside_callbacks
+from ackspec.reference.client.dispatch import (
+    SessionExecutor,
+    in_message_listener,
+    is_callback_thread,
+    outside_callbacks,
+)
 from ackspec.reference.client.errors import ControlRefusedError
 from ackspec.reference.client.send_core import Complete, SendState, SendTracker
 from ackspec.reference.client.session import MessageConsumer, Session
@@ -135,6 +141,33 @@ class CloseWaitsOnlyForConfirmations(_Mutant):
         tracker._release = released  # type: ignore[method-assign]
 
 
+class ParallelCallbacks(_Mutant):
+    """Runs every callback of a session on a thread of its own, so two of one session can run at once
+    (breaks 7.3.8); close and commit still wait for all of them."""
+
+    def mutate_session(self, session: Session) -> None:
+        executor = session.executor
+
+        def submit(fn: Callable[[], None], scopes: frozenset[int]) -> None:
+            with executor._idle:
+                executor._pending += 1
+            threading.Thread(target=_as_callback, args=(executor, fn, scopes), daemon=True).start()
+
+        executor.submit = submit  # type: ignore[method-assign]
+
+
+def _as_callback(executor: SessionExecutor, fn: Callable[[], None], scopes: frozenset[int]) -> None:
+    """``fn`` run as the session's callback thread would run it, counted as pending on ``executor``."""
+    dispatch._context.executor = True
+    dispatch._context.scopes = scopes
+    try:
+        fn()
+    finally:
+        with executor._idle:
+            executor._pending -= 1
+            executor._idle.notify_all()
+
+
 def _not_from_a_callback(original: Callable[..., Any]) -> Callable[..., Any]:
     """``original`` (a wait), skipped on a callback thread, as a client that never checked for one does."""
 
@@ -187,6 +220,10 @@ class ContextCallbackMayEndIt(_WithContext, CallbackMayEndItsSession):
 
 class ContextUnorderedCallbacks(_WithContext, UnorderedCallbacks):
     """UnorderedCallbacks, met through a context's sends."""
+
+
+class ContextParallelCallbacks(_WithContext, ParallelCallbacks):
+    """ParallelCallbacks, met through a context's JMSProducers."""
 
 
 # -- closing from listeners, closing consumers, NACK, failed commit ----------------------------------
@@ -485,8 +522,10 @@ CASES: list[Case] = [
     Case(UnorderedCallbacks, jms.test_rejections_reported_by_on_exception_in_send_order, {"sender": "producer"}),
     Case(EarlyCompletion, jms.test_completion_only_after_confirmation_and_sends_pipeline),
     Case(CloseDoesNotWait, jms.test_close_waits_for_incomplete_sends_which_complete_normally),
-    *(Case(mutant, jms.test_commit_and_rollback_wait_for_incomplete_sends, {"operation": operation})
+    *(Case(mutant, jms.test_commit_and_rollback_wait_for_incomplete_sends,
+           {"operation": operation, "transacted_object": "session"})
       for mutant in (CloseDoesNotWait, CloseWaitsOnlyForConfirmations) for operation in ("commit", "rollback")),
+    Case(ParallelCallbacks, jms.test_callbacks_serial_per_session_and_never_on_sending_thread, {"session": "session"}),
     # producer only: the reference client's session and connection close also wait for the session's
     # callback thread, so this sabotage shows only where Qpid JMS's does
     Case(CloseWaitsOnlyForConfirmations, jms.test_close_waits_for_a_running_completion_callback,
@@ -499,6 +538,11 @@ CASES: list[Case] = [
       for action in ("close-context", "commit", "rollback")),
     Case(ContextUnorderedCallbacks, jms.test_rejections_reported_by_on_exception_in_send_order, {"sender": "context"},
          clean=_WithContext),
+    *(Case(ContextCloseDoesNotWait, jms.test_commit_and_rollback_wait_for_incomplete_sends,
+           {"operation": operation, "transacted_object": "context"}, clean=_WithContext)
+      for operation in ("commit", "rollback")),
+    Case(ContextParallelCallbacks, jms.test_callbacks_serial_per_session_and_never_on_sending_thread,
+         {"session": "context"}, clean=_WithContext),
     Case(ListenerConnectionCloseSkipsItsAck, close_rules.test_listener_closing_its_connection_still_acks_its_message,
          protocols=BOTH),
     # STOMP only: over AMQP the same sabotage is not observable (the late disposition still settled the

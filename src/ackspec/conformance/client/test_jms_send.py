@@ -281,19 +281,42 @@ def _send_all(cut: ClientUnderTest, env: Env, producer: str, queues: list[str],
 
 
 @requirement("JMS-7.3.8-ONE-CALLBACK-AT-A-TIME", "JMS-7.3.8-NOT-ON-SENDING-THREAD")
-def test_callbacks_serial_per_session_and_never_on_sending_thread(cut: ClientUnderTest, env: Env) -> None:
-    q, gate, s, p1 = _held_producer(cut, env, ClientFeature.ASYNC_SEND)
+@pytest.mark.parametrize("session", enumerated("JMS-7.3.8-ONE-CALLBACK-AT-A-TIME", "session"))
+def test_callbacks_serial_per_session_and_never_on_sending_thread(cut: ClientUnderTest, env: Env,
+                                                                   session: str) -> None:
+    """Two producers of one session (``context``: two JMSProducers of one JMSContext), five sends each, all
+    confirmed at once. A client that can hold a callback running (``block``) has every callback held: while
+    the first runs, no second may start, which catches callbacks run in parallel whatever the thread timing;
+    then all must have run one at a time and never on the sending thread."""
+    owner = CONTEXT if session == CONTEXT else SESSION
+    q, gate, s, p1 = _held_producer(cut, env, ClientFeature.ASYNC_SEND, owner=owner)
     p2 = cut.producer(s)
+    hold = "block" if ClientFeature.CALLBACK_ACTIONS in cut.features else None
     for i in range(5):
-        cut.async_send(p1, q, b"a%d" % i)
-        cut.async_send(p2, q, b"b%d" % i, persistent=False)
+        cut.async_send(p1, q, b"a%d" % i, on_callback=hold)
+        cut.async_send(p2, q, b"b%d" % i, persistent=False, on_callback=hold)
     gate.wait_held(5, TIMEOUT)
-    gate.close()  # releases what is held and stops holding: a client may ask for all ten confirmations
+    if hold:
+        _only_one_callback_runs(cut, env, gate, session)
+    else:
+        gate.close()  # releases what is held and stops holding: a client may ask for all ten confirmations
     events = cut.events.wait_count("completion", 10, TIMEOUT)
     assert len(events) == 10
-    assert max(e["concurrent"] for e in events) == 1, "two callbacks of one session ran at once"
+    assert max(e["concurrent"] for e in events) == 1, f"two callbacks of one {session} ran at once"
     assert all(e["thread"] != e.get("sender_thread", threading.get_ident()) for e in events), (
         "a callback ran on the sending thread")
+
+
+def _only_one_callback_runs(cut: ClientUnderTest, env: Env, gate: Gate, session: str) -> None:
+    """Confirm everything while each callback is held running: the first starts, and no second may start
+    before the test lets it return (the release runs in the background: a client may need its callback
+    thread back before it takes the next answer)."""
+    releasing = env.background(gate.close)  # releases what is held and stops holding
+    assert cut.events.wait_count("callback-blocked", 1, TIMEOUT), "no callback ran after the confirmations"
+    more = cut.events.wait_count("callback-blocked", 2, STILL_WAITING_FOR)
+    assert len(more) == 1, f"a second callback of one {session} started while the first was running"
+    cut.release_listeners()
+    releasing.wait()
 
 
 @requirement("JMS-7.3.4-CLOSE-WAITS", "JMS-7.3.4-INCOMPLETE-COMPLETE-NORMALLY")
@@ -356,13 +379,24 @@ def _still_waits_while_a_callback_runs(cut: ClientUnderTest, env: Env, held: Inc
     releasing.wait()
 
 
+def _commit_wait_cases() -> list[Any]:
+    """Every case of JMS-7.3.4-COMMIT-WAITS, from the catalogue's domains. Ids: ``OPERATION`` (a session's)
+    and ``OPERATION-context``."""
+    return [pytest.param(operation, owner, id=operation if owner == SESSION else f"{operation}-{owner}")
+            for owner in enumerated("JMS-7.3.4-COMMIT-WAITS", "transacted_object")
+            for operation in enumerated("JMS-7.3.4-COMMIT-WAITS", "operation")]
+
+
 @requirement("JMS-7.3.4-COMMIT-WAITS")
-@pytest.mark.parametrize("operation", ["commit", "rollback"])
-def test_commit_and_rollback_wait_for_incomplete_sends(cut: ClientUnderTest, env: Env, operation: str) -> None:
+@pytest.mark.parametrize(("operation", "transacted_object"), _commit_wait_cases())
+def test_commit_and_rollback_wait_for_incomplete_sends(cut: ClientUnderTest, env: Env, operation: str,
+                                                       transacted_object: str) -> None:
     """First the send completes and its callback returns (held running here, so a client that waits only
-    for the confirmation is seen), then the COMMIT or ABORT goes out."""
+    for the confirmation is seen), then the COMMIT or ABORT goes out. ``context``: the send goes through a
+    transacted JMSContext's producer and the context commits (rolls back)."""
+    owner = CONTEXT if transacted_object == CONTEXT else SESSION
     held = _incomplete_sends(cut, env, 1, ClientFeature.TRANSACTIONS, ClientFeature.CALLBACK_ACTIONS,
-                             transacted=True, on_callback="block")
+                             transacted=True, on_callback="block", owner=owner)
     end = cut.commit if operation == "commit" else cut.rollback
     ending = env.background(lambda: end(held.session))
     assert ending.wait_parked(TIMEOUT), f"{operation} neither returned nor waited"
