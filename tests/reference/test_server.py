@@ -18,7 +18,10 @@ import pytest
 import stomp
 
 from ackspec.errors import AckspecError
+from ackspec.reference import server as server_module
 from ackspec.reference.server import SYNC_GATHER_MIN, BrokerServer, EmbeddedBroker, new_event_loop, timer_floor
+from ackspec.reference.stomp.codec import encode
+from ackspec.reference.stomp.frames import Frame
 
 from ._req import requirement
 from .raw_stomp import Raw
@@ -249,6 +252,78 @@ def test_a_lone_connections_record_is_synced_on_the_loop_before_its_receipt() ->
         thread, synced = syncs[-1]
         assert synced == size_at_receipt
         assert not thread.startswith("ackspec-journal-sync"), thread
+
+
+def _recorded_syncs(b: EmbeddedBroker) -> list[tuple[str, int]]:
+    """Wraps the journal's fsync: records the thread and the synced size of each."""
+    assert b.server is not None and b.server.journal is not None
+    journal = b.server.journal
+    syncs: list[tuple[str, int]] = []
+    real_sync = journal.sync
+
+    def sync() -> None:
+        real_sync()
+        syncs.append((threading.current_thread().name, journal.synced_size))
+
+    journal.sync = sync  # type: ignore[method-assign]
+    return syncs
+
+
+def _on_sync_thread(name: str) -> bool:
+    return name.startswith("ackspec-journal-sync")
+
+
+def test_a_group_of_lone_records_is_synced_on_the_loop_before_their_receipts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three producers, each sending its next persistent SEND as soon as the last one's receipt came, nobody
+    else connected: once the first fsync has released some of them and the others wait, every connection
+    awaits the next fsync with one record in it, so that fsync runs on the loop (none of them could be
+    stalled by it or join it); and each receipt still comes only once the fsync covering it has ended."""
+    # the gather waits (bounded) for every producer an fsync released, however loaded the machine is
+    monkeypatch.setattr(server_module, "SYNC_GATHER_MAX", 10.0)
+    monkeypatch.setattr(server_module, "SYNC_GATHER_MIN", 10.0)
+    with EmbeddedBroker() as b:
+        syncs = _recorded_syncs(b)
+        assert b.server is not None and b.server.journal is not None
+        journal = b.server.journal
+        producers = [Raw(b).connect() for _ in range(3)]
+        sent = {id(p): 1 for p in producers}
+        for n, p in enumerate(producers):
+            p.send("SEND", b"x", destination="/queue/group-lone", persistent="true", receipt=f"{n}-1")
+        answered: list[str] = []
+        open_producers = dict(enumerate(producers))
+        while open_producers:
+            readable = select.select([p.sock for p in open_producers.values()], [], [], 10)[0]
+            assert readable, f"no receipt within 10 s (answered: {answered})"
+            for n, p in list(open_producers.items()):
+                if p.sock in readable:
+                    answered.append(p.recv().get("receipt-id") or "")
+                    if sent[id(p)] == 1:
+                        sent[id(p)] = 2
+                        p.send("SEND", b"y", destination="/queue/group-lone", persistent="true", receipt=f"{n}-2")
+                    else:  # done: gone, so that no gather waits for it to send again
+                        p.sock.close()
+                        del open_producers[n]
+        assert sorted(answered) == ["0-1", "0-2", "1-1", "1-2", "2-1", "2-2"]
+        assert syncs[-1][1] == journal.size, "the last receipts came before the fsync covering their records"
+        assert not all(_on_sync_thread(thread) for thread, _ in syncs), syncs
+
+
+def test_a_pipelining_or_idle_connection_keeps_the_fsync_on_the_sync_thread() -> None:
+    """Two records from one connection in one fsync (a pipelining producer could add more meanwhile), or
+    a connection waiting for nothing (it must not be stalled): the fsync runs on the sync thread."""
+    with EmbeddedBroker() as b:
+        syncs = _recorded_syncs(b)
+        producer = Raw(b).connect()
+        frames = [Frame("SEND", (("destination", "/queue/pipelined"), ("persistent", "true"), ("receipt", r)), b"x")
+                  for r in ("p-1", "p-2")]
+        producer.sock.sendall(b"".join(encode(f) for f in frames))
+        assert [producer.recv().get("receipt-id") for _ in frames] == ["p-1", "p-2"]
+        idle = Raw(b).connect()
+        producer.send("SEND", b"y", destination="/queue/pipelined", persistent="true", receipt="p-3")
+        assert producer.recv().get("receipt-id") == "p-3"
+        assert idle.sock.fileno() >= 0
+        assert syncs and all(_on_sync_thread(thread) for thread, _ in syncs), syncs
 
 
 @requirement("STOMP-RECEIPT-PERSISTENT-DURABLE")

@@ -5,8 +5,8 @@
   what it returns. The connection that sent data gets its answer in the same callback (one
   ``transport.write``), after the journal records it caused were written to the OS; other
   connections that got output (deliveries) are flushed once per loop iteration. Durable
-  confirmations wait for an fsync that runs on a dedicated thread (on the loop itself when it covers
-  one record and the broker has one connection: nobody to stall or share it with), started
+  confirmations wait for an fsync that runs on a dedicated thread (on the loop itself when every
+  connection awaits a confirm it covers, with at most one record each: nobody to stall or join it), started
   at most once per loop iteration so that the records of every connection read in that iteration share it;
   records appended meanwhile share the next fsync (group commit). Before starting the next
   fsync the server waits briefly (at most one fsync's duration, ``SYNC_GATHER_MAX``) for the
@@ -374,16 +374,23 @@ class BrokerServer:
         fut.add_done_callback(lambda f: loop.call_soon_threadsafe(self._synced_future, target, f))
 
     def _sync_alone(self, target: int) -> bool:
-        """One record to sync and one connection on the whole broker (any protocol): no other connection
-        could be stalled by this fsync, nor share it, nor be read beside it. It then runs on the loop,
-        sparing the hand-over to the sync thread and back (about 20 us of CPU and two thread wake-ups per
-        message for a lone producer awaiting each receipt). With a second connection, or a batch of more
-        records (a pipelining producer, group commit), the thread keeps the loop free while the disk syncs;
-        so it does on a disk made slow on purpose (fault injection's ``sync_delay``), where a simulated power
-        loss, which runs on the loop, must be able to strike while the fsync is under way."""
+        """Every connection on the whole broker (any protocol) waits for a confirm this fsync covers and
+        has at most one record in it (one record per connection at most, each holding just that confirm):
+        nobody could be stalled by the fsync, nor send anything to join it. It then runs on the loop, sparing
+        the hand-over to the sync thread and back (about 20 us of CPU and two thread wake-ups per fsync), for
+        a lone producer awaiting each receipt as for a group of them (persistent-8). With a connection that
+        waits for nothing here (a consumer, an idle one), or more records than connections (a pipelining
+        producer), the thread keeps the loop free while the disk syncs; so it does on a disk made slow on
+        purpose (fault injection's ``sync_delay``), where a simulated power loss, which runs on the loop, must
+        be able to strike while the fsync is under way."""
         journal = self.journal
-        return (target - self.hub.synced == 1 and len(self.hub.handlers) <= 1
-                and journal is not None and journal.sync_delay == 0)
+        if journal is None or journal.sync_delay != 0:
+            return False
+        hub = self.hub
+        records, connections = target - hub.synced, len(hub.handlers)
+        if records == 1 and connections <= 1:
+            return True
+        return records <= connections and hub.all_wait_once_for(target)
 
     def _sync_here(self) -> float | Exception:
         """The fsync on the calling thread: its duration, or the error it raised."""

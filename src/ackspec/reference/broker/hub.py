@@ -109,6 +109,16 @@ class Hub:
         if needs:
             self.awaiting[e.conn] = needs
 
+    def all_wait_once_for(self, seq: int) -> bool:
+        """Every connection holds exactly one confirm, a durable one that the journal up to ``seq`` covers:
+        each is blocked on that fsync, so none could be stalled by it nor add a record to it meanwhile."""
+        awaiting, held = self.awaiting, self._held
+        for conn in self.handlers:
+            needs = awaiting.get(conn)
+            if needs is None or needs > seq or len(held[conn]) != 1:
+                return False
+        return True
+
     def mark_synced(self, seq: int) -> None:
         """The journal is durable up to record ``seq``: hand over the confirms it covers, in order."""
         if seq <= self.synced:
