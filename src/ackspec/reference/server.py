@@ -376,7 +376,8 @@ class BrokerServer:
     def _sync_alone(self, target: int) -> bool:
         """Every connection on the whole broker (any protocol) waits for a confirm this fsync covers and
         has at most one record in it (one record per connection at most, each holding just that confirm):
-        nobody could be stalled by the fsync, nor send anything to join it. It then runs on the loop, sparing
+        clients awaiting their receipts are stalled by nothing then, and have nothing to add to it (one that
+        sends meanwhile is read at most one fsync later). It then runs on the loop, sparing
         the hand-over to the sync thread and back (about 20 us of CPU and two thread wake-ups per fsync), for
         a lone producer awaiting each receipt as for a group of them (persistent-8). With a connection that
         waits for nothing here (a consumer, an idle one), or more records than connections (a pipelining

@@ -111,7 +111,9 @@ class Hub:
 
     def all_wait_once_for(self, seq: int) -> bool:
         """Every connection holds exactly one confirm, a durable one that the journal up to ``seq`` covers:
-        each is blocked on that fsync, so none could be stalled by it nor add a record to it meanwhile."""
+        each is waiting for that fsync. A client that awaits its receipt before sending again (the case this
+        serves) is neither stalled by it nor able to add a record to it; one that sends meanwhile has its
+        frames read at most one fsync later."""
         awaiting, held = self.awaiting, self._held
         for conn in self.handlers:
             needs = awaiting.get(conn)
