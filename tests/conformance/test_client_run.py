@@ -32,6 +32,15 @@ def verdicts(run_dir: Path) -> dict[str, str]:
     return {t["requirement"]: t["verdict"] for t in results(run_dir)["tests"]}
 
 
+def passes_where_it_applies(run_dir: Path, requirement: str) -> bool:
+    """The client passed ``requirement`` and every other test of the run, except the JMSContext cases, which
+    are not applicable to a client without the simplified API (the reference client, the Python shim)."""
+    tests = results(run_dir)["tests"]
+    return (any(t["verdict"] == "pass" and t["requirement"] == requirement for t in tests)
+            and all(t["verdict"] == "pass" or (t["verdict"] == "not-applicable" and t["test"].endswith("[context]")
+                                               and "lacks context" in (t["message"] or "")) for t in tests))
+
+
 def client_profile(tmp_path: Path, client: str, deviation: str) -> Path:
     path = tmp_path / "probe-1.0.yaml"
     path.write_text(f"""\
@@ -125,7 +134,7 @@ def test_a_shim_names_its_library(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     target = results(run)["target"]
     assert target["library"] == "ackspec reference client" and target["profile"] is None
-    assert set(verdicts(run).values()) == {"pass"} and "JMS-7.3.8-CALLBACK-ORDER" in verdicts(run)
+    assert passes_where_it_applies(run, "JMS-7.3.8-CALLBACK-ORDER"), results(run)["tests"]
 
 
 def test_a_plain_run_also_judges_the_reference_client(tmp_path: Path) -> None:
@@ -148,8 +157,8 @@ def test_a_plain_run_of_client_side_rules_alone_is_the_reference_clients_run(tmp
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     client = run / "client-reference"  # the broker targets had no test to run: no run directory of theirs
     assert sorted(p.name for p in run.iterdir()) == ["client-reference"]
-    assert results(client)["target"]["kind"] == "client" and set(verdicts(client).values()) == {"pass"}
-    assert "JMS-7.3.8-CALLBACK-ORDER" in verdicts(client)
+    assert results(client)["target"]["kind"] == "client"
+    assert passes_where_it_applies(client, "JMS-7.3.8-CALLBACK-ORDER"), results(client)["tests"]
 
 
 def test_a_plain_dry_run_lists_the_client_side_tests_too(tmp_path: Path) -> None:
