@@ -229,31 +229,6 @@ def test_the_shortest_gather_really_waits(kind: str) -> None:
         loop.close()
 
 
-@requirement("STOMP-RECEIPT-PERSISTENT-DURABLE")
-def test_a_lone_connections_record_is_synced_on_the_loop_before_its_receipt() -> None:
-    """With one connection on the broker and one record to sync, the fsync runs on the loop (no hand-over
-    to the sync thread): the receipt still comes only once the fsync covering the record has ended."""
-    with EmbeddedBroker() as b:
-        assert b.server is not None and b.server.journal is not None
-        journal = b.server.journal
-        syncs: list[tuple[str, int]] = []
-        real_sync = journal.sync
-
-        def sync() -> None:
-            real_sync()
-            syncs.append((threading.current_thread().name, journal.synced_size))
-
-        journal.sync = sync  # type: ignore[method-assign]
-        producer = Raw(b).connect()
-        producer.send("SEND", b"kept", destination="/queue/lone", persistent="true", receipt="durable")
-        assert producer.recv().get("receipt-id") == "durable"
-        size_at_receipt = journal.size
-        assert syncs, "a receipt for a persistent SEND came without any fsync"
-        thread, synced = syncs[-1]
-        assert synced == size_at_receipt
-        assert not thread.startswith("ackspec-journal-sync"), thread
-
-
 def _recorded_syncs(b: EmbeddedBroker) -> list[tuple[str, int]]:
     """Wraps the journal's fsync: records the thread and the synced size of each."""
     assert b.server is not None and b.server.journal is not None
@@ -271,6 +246,24 @@ def _recorded_syncs(b: EmbeddedBroker) -> list[tuple[str, int]]:
 
 def _on_sync_thread(name: str) -> bool:
     return name.startswith("ackspec-journal-sync")
+
+
+@requirement("STOMP-RECEIPT-PERSISTENT-DURABLE")
+def test_a_lone_connections_record_is_synced_on_the_loop_before_its_receipt() -> None:
+    """With one connection on the broker and one record to sync, the fsync runs on the loop (no hand-over
+    to the sync thread): the receipt still comes only once the fsync covering the record has ended."""
+    with EmbeddedBroker() as b:
+        syncs = _recorded_syncs(b)
+        assert b.server is not None and b.server.journal is not None
+        journal = b.server.journal
+        producer = Raw(b).connect()
+        producer.send("SEND", b"kept", destination="/queue/lone", persistent="true", receipt="durable")
+        assert producer.recv().get("receipt-id") == "durable"
+        size_at_receipt = journal.size
+        assert syncs, "a receipt for a persistent SEND came without any fsync"
+        thread, synced = syncs[-1]
+        assert synced == size_at_receipt
+        assert not _on_sync_thread(thread), thread
 
 
 def test_a_group_of_lone_records_is_synced_on_the_loop_before_their_receipts(
