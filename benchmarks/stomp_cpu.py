@@ -44,28 +44,48 @@ from ackspec.reference.server import new_event_loop
 FLOOR_ROWS = ("send-async", "send-receipt-each")
 """The rows the floor can serve: they only need CONNECTED and RECEIPTs back."""
 RECEIPT = re.compile(rb"\nreceipt:([^\n]*)\n")
+"""A ``receipt`` header: after a frame's command line or another header, so a frame's first line never matches."""
 BODY = b"0123456789" * 10
 
 
 class FloorProtocol(asyncio.Protocol):
-    """Answers CONNECT with CONNECTED and every SEND's ``receipt`` header with a RECEIPT; keeps nothing.
+    """Answers CONNECT with CONNECTED and every ``receipt`` header with a RECEIPT; keeps nothing but a count.
 
-    The bench client writes one frame (or one batch) and waits for its answer, so a read holds whole frames
-    in practice; a receipt header split across two reads would go unanswered and the bench would time out."""
+    It also serves as an ``ackspec bench`` target (``floor=stomp://127.0.0.1:PORT``, also ``--paired``): the
+    bench drains what it sent with an ``ack:auto`` SUBSCRIBE, so the floor counts its connection's SENDs and
+    answers a SUBSCRIBE with that many MESSAGE frames (same body for all), and it answers DISCONNECT's receipt
+    before closing. The bench client writes one frame (or one batch) and waits for its answer, so a read holds
+    whole frames in practice; a header split across two reads would go unanswered and the bench would time
+    out."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+        self.sent = 0
         transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
-        if data.startswith((b"CONNECT", b"STOMP")):
+        if data.startswith(b"SEND"):
+            self.sent += data.count(b"SEND\n")
+        elif data.startswith((b"CONNECT", b"STOMP")):
             self.transport.write(b"CONNECTED\nversion:1.2\n\n\x00")
-        elif data.startswith(b"DISCONNECT"):
+            return
+        elif data.startswith(b"SUBSCRIBE"):
+            self.transport.write(self.messages(data))
+        receipts = RECEIPT.findall(data)
+        if receipts:
+            self.transport.write(b"".join(b"RECEIPT\nreceipt-id:" + r + b"\n\n\x00" for r in receipts))
+        if data.startswith(b"DISCONNECT"):
             self.transport.close()
-        else:
-            receipts = RECEIPT.findall(data)
-            if receipts:
-                self.transport.write(b"".join(b"RECEIPT\nreceipt-id:" + r + b"\n\n\x00" for r in receipts))
+
+    def messages(self, subscribe: bytes) -> bytes:
+        """The MESSAGE frames that hand a SUBSCRIBE every SEND counted so far (the bench's drain)."""
+        lines = subscribe.split(b"\n\n", 1)[0].split(b"\n")[1:]
+        headers = {name: value for name, _, value in (line.partition(b":") for line in lines)}
+        destination, subscription = headers.get(b"destination", b""), headers.get(b"id", b"")
+        head = b"MESSAGE\ndestination:" + destination + b"\nsubscription:" + subscription
+        frames = [head + b"\nmessage-id:" + str(i).encode() + b"\n\n" + BODY + b"\x00" for i in range(self.sent)]
+        self.sent = 0
+        return b"".join(frames)
 
 
 def serve(port: int, loop_kind: str) -> None:
