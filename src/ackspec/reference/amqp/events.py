@@ -57,7 +57,7 @@ class EventRouter:
         self.credit = credit
         self.endpoints = endpoints
         self.on_event = on_event
-        self._on_outcome = outcomes.on_event  # bound once: called per delivery event
+        self._on_run = outcomes.on_run
         self._on_transfer = transfers.on_event
 
     def dispatch(self) -> None:
@@ -67,13 +67,22 @@ class EventRouter:
         only the rare rest (opens, closes) pay for proton's ``Event`` wrapper. Every other
         event type is popped unread. This is the broker's hottest loop.
 
-        On a connection whose only deliveries are transfers of one link (see :meth:`.links.LinkTable._changed`),
-        delivery events are popped unread: that link's transfers are read by walking it
-        (:meth:`.Transfers.walk`) before the next event that is handled and once the collector is empty.
-        The walk stops at the delivery of the last event popped (``until``): proton has already decoded
-        the whole piece, so transfers the client sent *after* the handled event are current on the
-        link too, and must wait for their own events. So the core still sees every operation in the
-        order the client sent it (tests/amqp/test_walked_order.py).
+        Two kinds of delivery event are popped unread and handled as a run, before the next event
+        that is handled and once the collector is empty:
+
+        * on a connection whose only deliveries are transfers of one link (see
+          :meth:`.links.LinkTable._changed`), that link's transfers are read by walking it
+          (:meth:`.Transfers.walk`). The walk stops at the delivery of the last event popped
+          (``until``): proton has already decoded the whole piece, so transfers the client sent
+          *after* the handled event are current on the link too, and must wait for their own
+          events. So the core still sees every operation in the order the client sent it
+          (tests/amqp/test_walked_order.py).
+        * the client's dispositions of the deliveries of the one link we send on
+          (:attr:`.LinkTable.single_out`) are kept, each delivery once with its core delivery id,
+          and handed to :meth:`.ClientOutcomes.on_run` together (a consumer acknowledging each
+          message sends a read's worth of them). A delivery's remote state is its latest whichever of
+          its events is handled, so handling it once, at its first event, is what one call per
+          event does.
         """
         collector = self.collector
         if self.endpoints.refused:  # closed at open (client id in use): what the client still sends is not handled
@@ -81,54 +90,74 @@ class EventRouter:
                 _collector_pop(collector)
             return
         table = self.links
-        links = table.by_impl
         inflight = self.inflight
         peek = _collector_peek
-        on_delivery = self._on_delivery
+        pop = _collector_pop
         walk: InLink | None = None  # a link whose transfers are read by walking it (see LinkTable._changed)
         until: Any = None  # ... up to this delivery, the one of the last delivery event popped unread
+        answered: dict[Ptr, int] = {}  # dispositions of table.single_out's deliveries: delivery -> core id
         while True:
             event = peek(collector)
             if not event:
-                if walk is not None:
-                    self.transfers.walk(walk, until)
-                    walk = None
+                if walk is not None or answered:
+                    self._run_pending(walk, until, answered)
+                    walk, answered = None, {}
                     continue
                 if not inflight.publishes and not inflight.accepts:
                     return
                 inflight.flush()  # may cause events of its own (our deliveries): look again
                 continue
             kind = _event_type(event)
-            if kind == _PN_DELIVERY and table.walked is not None:
-                # read later, by walking up to this delivery; an update of one already taken (its
-                # bytes read, the link moved on) moves nothing
+            if kind == _PN_DELIVERY:
                 dlv = _event_delivery(event)
-                if _delivery_pending(dlv) or _link_current(_delivery_link(dlv)) == dlv:
-                    walk, until = table.walked, dlv
-                _collector_pop(collector)
+                if table.walked is not None:
+                    # read later, by walking up to this delivery; an update of one already taken (its
+                    # bytes read, the link moved on) moves nothing
+                    if _delivery_pending(dlv) or _link_current(_delivery_link(dlv)) == dlv:
+                        walk, until = table.walked, dlv
+                    pop(collector)
+                    continue
+                out = table.single_out
+                if out is not None and (delivery_id := out.ids.get(dlv)) is not None:
+                    answered[dlv] = delivery_id  # handled with the run (see above)
+                    pop(collector)
+                    continue
+            elif kind not in _WANTED_EVENTS and not (kind == _PN_LINK_FLOW and self._out_flow(event)):
+                pop(collector)  # nothing to do for it
                 continue
+            if walk is not None or answered:  # what was popped unread comes first
+                self._run_pending(walk, until, answered)
+                walk, answered = None, {}
             try:
-                if kind == _PN_DELIVERY:
-                    on_delivery(_event_delivery(event))
-                elif kind == _PN_LINK_FLOW:
-                    state = links.get(_event_link(event))
-                    if state is not None and state.__class__ is OutLink:
-                        self._walk_first(walk, until)  # the transfers read so far come first
-                        walk = None
-                        inflight.flush()
-                        self.credit.flow(state)
-                elif kind in _WANTED_EVENTS:
-                    self._walk_first(walk, until)
-                    walk = None
-                    if not self._on_endpoint(event):
-                        return  # refused at open: the rest is drained unread by the next call
+                if not self._handle(kind, event):
+                    return  # refused at open: the rest is drained unread by the next call
             finally:
-                _collector_pop(collector)
+                pop(collector)
 
-    def _walk_first(self, walk: InLink | None, until: Any) -> None:
-        """Read the transfers a pending walk covers (if any) before an event that must come after them."""
+    def _run_pending(self, walk: InLink | None, until: Any, answered: dict[Ptr, int]) -> None:
+        """Handle the delivery events popped unread (see :meth:`dispatch`): the transfers a walk covers,
+        or a run of dispositions of the one link we send on."""
         if walk is not None:
             self.transfers.walk(walk, until)
+        if answered:
+            out = self.links.single_out
+            assert out is not None  # every other event handles the run first: the link is still the one
+            self._on_run(out, answered)
+
+    def _handle(self, kind: int, event: Any) -> bool:
+        """An event other than the runs :meth:`dispatch` keeps; whether to go on reading."""
+        if kind == _PN_DELIVERY:
+            self._on_delivery(_event_delivery(event))
+        elif kind == _PN_LINK_FLOW:  # on a link we send on (see _out_flow)
+            self.inflight.flush()
+            self.credit.flow(cast(OutLink, self.links.by_impl[_event_link(event)]))
+        else:
+            return self._on_endpoint(event)
+        return True
+
+    def _out_flow(self, event: Any) -> bool:
+        """Whether a flow event is on a link we send on (the client's credit; on its own links it is ours)."""
+        return self.links.by_impl.get(_event_link(event)).__class__ is OutLink
 
     def _on_endpoint(self, event: Any) -> bool:
         """An endpoint event (open, attach, close...), after what was batched; whether to go on reading."""
@@ -142,18 +171,14 @@ class EventRouter:
     def _on_delivery(self, dlv: Ptr) -> None:
         """A delivery event (the most common): a transfer on one of our receiving links, or the peer's
         disposition of one of our deliveries."""
-        # the only link we send on: its own ids tell its deliveries (no pn_delivery_link)
-        out = self.links.single_out
-        if out is None or (delivery_id := out.ids.get(dlv)) is None:
-            owner = self.links.by_impl.get(_delivery_link(dlv))
-            if owner is None:
-                return  # a link we refused or closed
-            if owner.__class__ is InLink:
-                self._on_transfer(dlv, owner)
-                return
-            out = cast(OutLink, owner)
-            delivery_id = out.ids.get(dlv)
-            if delivery_id is None:
-                return  # pre-settled, or its outcome is already being applied
-        self._on_outcome(dlv, out, delivery_id)
+        owner = self.links.by_impl.get(_delivery_link(dlv))
+        if owner is None:
+            return  # a link we refused or closed
+        if owner.__class__ is InLink:
+            self._on_transfer(dlv, owner)
+            return
+        out = cast(OutLink, owner)
+        delivery_id = out.ids.get(dlv)
+        if delivery_id is not None:  # else pre-settled, or its outcome is already being applied
+            self._on_run(out, {dlv: delivery_id})  # a run of one
 

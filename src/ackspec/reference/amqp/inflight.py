@@ -84,12 +84,12 @@ class InFlight:
         self.flush()
         self.open_in.add(dlv)
 
-    def accept(self, out: OutLink, delivery_id: int) -> None:
-        """A settled acceptance of delivery ``delivery_id`` of ``out`` (nobody waits for us), batched."""
+    def accept(self, out: OutLink, delivery_ids: list[int]) -> None:
+        """Settled acceptances of deliveries ``delivery_ids`` of ``out`` (nobody waits for us), batched."""
         if out is not self.accepts_on or self.publishes:
             self.flush()
             self.accepts_on = out
-        self.accepts.append(delivery_id)
+        self.accepts += delivery_ids
 
     def flush(self) -> None:
         """Hand the core what was batched: the plain transfers read so far (one ``publish_many`` for

@@ -45,17 +45,32 @@ class ClientOutcomes:
         self.links = links
         self.attachments = attachments
         self.coordinator = coordinator
-        self._accept = inflight.accept  # bound once: called per settled acceptance
 
-    def on_event(self, dlv: Ptr, out: OutLink, delivery_id: int) -> None:
-        """A delivery event on our unsettled delivery ``dlv`` (core delivery ``delivery_id``) of ``out``."""
-        if _delivery_remote_state(dlv) == ACCEPTED and _delivery_settled(dlv):
-            # the common case, batched (see InFlight.flush): a settled acceptance, nobody waits for us
-            del out.ids[dlv]
-            _delivery_settle(dlv)
-            self._accept(out, delivery_id)
-            return
-        self._disposition(dlv, out, delivery_id)
+    def on_run(self, out: OutLink, answered: dict[Ptr, int]) -> None:
+        """The client's dispositions of our unsettled deliveries of ``out`` (delivery -> core delivery id),
+        in the order it sent them: a read's worth, or a run of one.
+
+        The common case, a settled acceptance (nobody waits for us), is settled here and its id handed
+        to :meth:`.InFlight.accept` with the rest of the run's (batched, see ``InFlight.flush``); any other
+        outcome is applied on its own, after the acceptances before it."""
+        ids = out.ids
+        accepted: list[int] = []
+        for dlv, delivery_id in answered.items():
+            if ids.get(dlv) != delivery_id:
+                continue  # settled already (or its link ended): the pointer may be another delivery's now
+            if _delivery_remote_state(dlv) == ACCEPTED and _delivery_settled(dlv):
+                del ids[dlv]
+                _delivery_settle(dlv)
+                accepted.append(delivery_id)
+                continue
+            if accepted:
+                self.inflight.accept(out, accepted)
+                accepted = []
+            self._disposition(dlv, out, delivery_id)
+            if self.links.by_impl.get(out.impl) is not out:
+                return  # the core refused it and the link was closed: the rest is ignored, as after a close
+        if accepted:
+            self.inflight.accept(out, accepted)
 
     def _disposition(self, dlv: Ptr, out: OutLink, delivery_id: int) -> None:
         """The client's outcome for ``dlv``, other than a settled acceptance."""
