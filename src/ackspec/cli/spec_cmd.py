@@ -1,9 +1,9 @@
-"""``ackspec spec``: list, show, validate, coverage and docs of the requirement catalogue.
+"""``ackspec spec``: list, show, validate, coverage and docs of the requirement catalogue, and client-tests.
 
 Exit codes: 0 done; 1 a check found a problem (``coverage`` with a testable MUST/MUST-NOT the suite
 does not test, a test citing an unknown ID, or with ``--strict`` any reported requirement uncovered;
-``docs --check`` with a stale file); 2 bad input (malformed or inconsistent YAML, unknown ID or
-family, bad arguments), always as one line on stderr.
+``docs --check`` or ``client-tests --check`` with a stale file); 2 bad input (malformed or inconsistent
+YAML, unknown ID or family, bad arguments), always as one line on stderr.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ackspec.spec.profiles import available_profiles
 
 LEVELS = [level.value for level in Level]
 DEFAULT_DOCS = Path("docs") / "catalogue.md"
+DEFAULT_CLIENT_DOC = Path("docs") / "client-conformance.md"
 
 
 def register(subparsers: Any) -> None:
@@ -82,6 +83,12 @@ def register(subparsers: Any) -> None:
                    help=f"output file (default {DEFAULT_DOCS}; '-' for stdout)")
     p.add_argument("--check", action="store_true", help="do not write; exit 1 if FILE differs from the catalogue")
     p.set_defaults(func=cmd_docs)
+
+    p = sub.add_parser("client-tests", help="the client-side suite's tests and their requirements, in the docs")
+    p.add_argument("--out", type=Path, default=DEFAULT_CLIENT_DOC, metavar="FILE",
+                   help=f"document whose generated section is rewritten (default {DEFAULT_CLIENT_DOC})")
+    p.add_argument("--check", action="store_true", help="do not write; exit 1 if the section is stale")
+    p.set_defaults(func=cmd_client_tests)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -262,3 +269,9 @@ def cmd_docs(args: argparse.Namespace) -> int:
         raise AckspecError(f"spec docs: cannot write {out}: {exc.strerror or exc}") from exc
     print(f"wrote {out} ({text.count(chr(10))} lines)")
     return 0
+
+
+def cmd_client_tests(args: argparse.Namespace) -> int:
+    from ackspec.cli.client_tests_doc import main  # noqa: PLC0415  (imports pytest and the client suite)
+
+    return main(args.out, args.check)
