@@ -292,13 +292,17 @@ class BrokerServer:
 
     def feed(self, proto: _StompProtocol, data: bytes) -> None:
         """Hand one read of ``proto``'s input to its session; the output it causes is written by
-        ``after_input`` at once, not by a flush scheduled meanwhile (one write per read)."""
-        scheduled = self._flush_scheduled
+        ``after_input`` at once, not by a flush scheduled meanwhile (one write per read). So the session
+        does not call its ``on_output`` (to be marked for that flush) while it reads."""
+        session = proto.session
+        scheduled, on_output = self._flush_scheduled, session.on_output
         self._flush_scheduled = True
+        session.on_output = None
         try:
-            proto.session.receive_data(data)
+            session.receive_data(data)
         finally:
             self._flush_scheduled = scheduled
+            session.on_output = on_output
         self.after_input(proto)
 
     def after_input(self, proto: _StompProtocol) -> None:
@@ -333,11 +337,10 @@ class BrokerServer:
         hub = self.hub
         if not hub.journaling:
             return
-        records, seq = hub.take_journal()
-        if records:
+        if hub.appended > self._written:  # records appended since the last write (none on most reads)
+            records, self._written = hub.take_journal()
             assert self.journal is not None
             self.journal.append(records)
-            self._written = seq
         if start_sync and self._written > hub.synced and not self._syncing:
             self._maybe_sync()
 
@@ -564,7 +567,8 @@ class _StompProtocol(asyncio.Protocol):
             return
         server = self.server
         server.feed(self, data)
-        if server.flow.limit and self.session.producer_only and server.flow.over():
+        flow = server.flow
+        if flow.limit and flow.over() and self.session.producer_only:
             server.pause_producer(self)
 
     def flush(self) -> None:

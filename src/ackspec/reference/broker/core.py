@@ -357,7 +357,9 @@ class BrokerCore:
         :class:`Confirm` once the message is accepted (and durable, when persistent and
         ``sync_non_transactional``) or in a :class:`Reject`. ``typed``: what an AMQP message carries
         beyond body and string headers (:mod:`.typed`)."""
-        c = self._conn(conn)
+        c = self._conns.get(conn)
+        if c is None:
+            c = self._conn(conn)  # raises: the connection is not open
         t = transaction(c, tx) if tx is not None else None
         return self.publisher.publish(conn, destination, body, headers, persistent, t, confirm, typed)
 

@@ -33,10 +33,26 @@ ENTRY_OVERHEAD = 400
 """Bytes a stored message costs besides its body (entry, message tuple, ids, headers): an estimate."""
 
 
+class _LiveBytes:
+    """The running total behind :func:`stored_bytes`.
+
+    Why not a class attribute of :class:`Entry`: assigning one changes the class, and every change of a class
+    discards the interpreter's cached look-ups of its attributes, so each new entry made every ``Entry`` attribute
+    access and ``Entry(...)`` call afterwards a slow look-up (about twice the cost of making and reading one)."""
+
+    __slots__ = ("total",)
+
+    def __init__(self) -> None:
+        self.total = 0
+
+
+_LIVE = _LiveBytes()
+
+
 class Entry:
     """One message in one queue, with its per-queue delivery state.
 
-    ``Entry.live_bytes`` counts the bodies (plus :data:`ENTRY_OVERHEAD`) of every entry alive in this
+    :func:`stored_bytes` counts the bodies (plus :data:`ENTRY_OVERHEAD`) of every entry alive in this
     process, however it leaves (acknowledged, dead-lettered, its queue deleted): the producer flow control
     of the hosts reads it (:func:`stored_bytes`) without the core tracking every way out.
 
@@ -44,7 +60,6 @@ class Entry:
     (JMS priority 5-9) has minus its priority, any other 0; then the original position."""
 
     __slots__ = ("delivery_count", "excluded", "msg", "pos", "rank", "redelivered", "size")
-    live_bytes = 0
 
     def __init__(self, msg: Message, pos: int, delivery_count: int = 0, redelivered: bool = False) -> None:
         self.msg = msg
@@ -58,10 +73,10 @@ class Entry:
             self.size = len(msg.body) + ENTRY_OVERHEAD
         except TypeError:  # a body without a length: count the overhead only
             self.size = ENTRY_OVERHEAD
-        Entry.live_bytes += self.size
+        _LIVE.total += self.size
 
     def __del__(self) -> None:
-        Entry.live_bytes -= self.size
+        _LIVE.total -= self.size
 
     def __lt__(self, other: Entry) -> bool:
         if self.rank != other.rank:
@@ -135,7 +150,7 @@ class Queue:
 
 def stored_bytes() -> int:
     """Estimated memory of the messages held by every broker core in this process (see :class:`Entry`)."""
-    return Entry.live_bytes
+    return _LIVE.total
 
 
 @dataclass(eq=False)

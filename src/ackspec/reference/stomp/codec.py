@@ -31,6 +31,9 @@ from ackspec.reference.stomp.frames import (
     HeartBeat,
 )
 
+_new = tuple.__new__
+"""Builds a :class:`Frame` without its Python-level ``__new__`` (once per frame parsed)."""
+
 DEFAULT_MAX_FRAME: Final = 4 * 1024 * 1024
 DEFAULT_MAX_HEADERS: Final = 100
 DEFAULT_MAX_HEADER_LENGTH: Final = 8192
@@ -263,7 +266,7 @@ class FrameParser:
                             raise StompProtocolError(f"frame larger than {self.max_frame} bytes")
                         self._scan = n
                         return
-                append(Frame(command, headers, bytes(buf[pos:stop])))
+                append(_new(Frame, (command, headers, bytes(buf[pos:stop]))))
                 self._pending = None
                 pos = self._scan = stop + 1
         finally:

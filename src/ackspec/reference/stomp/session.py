@@ -122,6 +122,10 @@ class State(enum.Enum):
     DISCONNECTING = "disconnecting"
     CLOSED = "closed"
 
+    __hash__ = object.__hash__
+    """Members are singletons, so identity hashes them: :data:`ACCEPTS` is looked up by state on every frame,
+    and ``Enum``'s own ``__hash__`` (of the name) is a Python call each time."""
+
 
 # Transitions as data: which commands a state accepts. Anything else is a protocol error.
 ACCEPTS: Final[dict[State, frozenset[str]]] = {
@@ -131,6 +135,8 @@ ACCEPTS: Final[dict[State, frozenset[str]]] = {
     State.DISCONNECTING: frozenset(),
     State.CLOSED: frozenset(),
 }
+READING: Final = frozenset(state for state, accepted in ACCEPTS.items() if accepted)
+"""The states in which received frames are read (the others ignore input)."""
 
 REQUIRED: Final[dict[str, tuple[str, ...]]] = {
     F.SEND: ("destination",),
@@ -222,7 +228,7 @@ class StompSession:
     # ------------------------------------------------------------------ input
     def receive_data(self, data: bytes) -> None:
         """Feed bytes from the socket. Output accumulates for :meth:`take_output`."""
-        if self.state is State.CLOSED or self.state is State.DISCONNECTING:
+        if self.state not in READING:
             return
         self._last_recv = self.clock()
         if self.state is State.AWAIT_CONNECT:
@@ -239,7 +245,7 @@ class StompSession:
         for item in items:
             if isinstance(item, HeartBeat):
                 continue
-            if self.state is not State.CONNECTED and self.state is not State.AWAIT_CONNECT:
+            if self.state not in READING:
                 return
             self.handle_frame(item)
 
@@ -607,9 +613,11 @@ class StompSession:
         token = effect.token
         if effect.durable and self.hub.journaling:
             self.tracer.trace("STOMP-RECEIPT-PERSISTENT-DURABLE")
-        if token is _NO_RECEIPT:
+        if type(token) is str:  # a SEND's receipt id: the usual token
+            self._queue_receipt(token)
+        elif token is _NO_RECEIPT:
             return
-        if isinstance(token, _Answer):
+        elif isinstance(token, _Answer):
             self._queue_receipt(token.receipt_id, token.extra)
         elif isinstance(token, tuple):  # batch confirm policy
             self._batch_receipt(str(token[1]))
