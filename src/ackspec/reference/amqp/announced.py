@@ -31,13 +31,14 @@ DISPOSITION_BODY: Final = b"\x00\x53\x15"
 _UINT: Final = rb"(?:\x43|\x52.|\x70....)"
 """An encoded uint (1.0 1.6.4): uint0, smalluint or uint."""
 _NOT_ANNOUNCING: Final = (
-    rb"(?:\x45|\xc0.[\x00-\x04]|\xd0....\x00\x00\x00[\x00-\x04]"  # an empty list, or under five fields: no state
-    rb"|(?:\xc0.[\x05-\xff]|\xd0....\x00\x00\x00[\x05-\xff])"  # a list8 or list32 of five fields or more
+    rb"(?:(?:\xc0.[\x05-\xff]|\xd0....\x00\x00\x00[\x05-\xff])"  # a list8 or list32 of five fields or more
     rb"(?:[\x40-\x42]|\x56.)" + _UINT + rb"(?:\x40|" + _UINT + rb")"  # role, first, last
-    rb"(?:\x41|\x56\x01|(?:[\x40\x42]|\x56\x00)\x40))"  # settled true; or not settled and no state
+    rb"(?:\x41|\x56\x01|(?:[\x40\x42]|\x56\x00)\x40)"  # settled true; or not settled and no state
+    rb"|\x45|\xc0.[\x00-\x04]|\xd0....\x00\x00\x00[\x00-\x04])"  # an empty list, or under five fields: no state
 )
 """The field lists (after the descriptor) of the dispositions that surely announce nothing: settled, or
-without a state."""
+without a state. The usual one (a consumer's settled disposition: five fields) is the first alternative,
+so the regular expression engine tries it first."""
 _CANDIDATE: Final = re.compile(re.escape(DISPOSITION_BODY) + rb"(?!" + _NOT_ANNOUNCING + rb")", re.DOTALL)
 """A disposition that may be unsettled with a state: one not surely announcing nothing (any other encoding
 too). Found by the regular expression engine, so a consumer's settled dispositions cost no Python step each."""

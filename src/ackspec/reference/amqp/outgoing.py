@@ -9,6 +9,8 @@ unless the link is pre-settled.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import itemgetter
+from typing import cast
 
 from ackspec.reference.amqp.links import LinkTable, OutLink
 from ackspec.reference.amqp.mapping import encode_delivery
@@ -20,6 +22,9 @@ _delivery = lib.pn_delivery
 _delivery_settle = lib.pn_delivery_settle
 _link_send = lib.pn_link_send
 _link_advance = lib.pn_link_advance
+_addressee = itemgetter(0, 1)
+"""A ``Deliver``'s connection and subscription."""
+_DELIVERIES = {Deliver}
 
 
 def send(out: OutLink, deliveries: Sequence[Deliver]) -> None:
@@ -62,12 +67,17 @@ class Outgoing:
             send(out, (effect,))
 
     def run(self, effects: list[Effect], out: OutLink) -> None:
-        """The effects of a credit grant on ``out``: its deliveries written here (:func:`send`), one loop
-        for all (the hub would call the connection's ``on_effect`` once per delivery), every other effect
+        """The effects of a credit grant on ``out``: its deliveries written here (:func:`send`), a run at a
+        time (the hub would call the connection's ``on_effect`` once per delivery), every other effect
         applied by the hub in its place."""
         if not effects:
             return
         conn_id, sub = self.conn_id, out.sub
+        if set(map(type, effects)) == _DELIVERIES and set(map(_addressee, effects)) == {(conn_id, sub)}:
+            # the usual grant: all of them this link's deliveries, one run (told in C, not per effect)
+            send(out, cast("list[Deliver]", effects))
+            self.on_output()
+            return
         apply = self.hub.apply
         run: list[Deliver] = []  # this link's deliveries since the last other effect
         for effect in effects:

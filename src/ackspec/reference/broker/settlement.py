@@ -153,7 +153,8 @@ class Settler:
         journaled = False
         for d in ids:
             entry = unacked.pop(d)
-            in_tx.discard(d)
+            if in_tx:  # none settled in an open transaction: no call
+                in_tx.discard(d)
             deliveries.pop(d, None)
             if not accepted:
                 journaled |= self._not_accepted(s, entry, st, out)
