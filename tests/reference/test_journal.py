@@ -159,12 +159,11 @@ def test_records_go_into_preallocated_space_and_a_clean_close_cuts_the_rest(tmp_
     assert Journal(tmp_path).replay() == ([Stored(_msg(1)), Stored(_msg(2))], ReplayReport(2, j.size, 0))
 
 
-def test_preallocated_zeros_after_an_unclean_stop_are_cut_with_a_warning(
+def test_preallocated_zeros_after_an_unclean_stop_are_cut_quietly(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A process that dies leaves the unused preallocated space, zeros, after its last record. Replay keeps
-    every record, cuts the zeros like a torn tail and says so in one WARNING line that names them (zeros are
-    also what a zeroed block of records looks like, so the cut is never silent), and appending continues
-    right after the last record."""
+    """A process that dies leaves the unused preallocated space, zeros, after its last record. That is
+    expected, not damage: replay keeps every record, cuts the zeros and says so in one INFO line naming them,
+    no WARNING (the cut is still not silent), and appending continues right after the last record."""
     j = Journal(tmp_path)
     j.replay()
     j.open()
@@ -175,17 +174,45 @@ def test_preallocated_zeros_after_an_unclean_stop_are_cut_with_a_warning(
     j.close()
     j.path.write_bytes(unclean)
     assert len(unclean) > end and not any(unclean[end:])
-    with caplog.at_level(logging.WARNING, logger="ackspec.reference.journal"):
+    with caplog.at_level(logging.DEBUG, logger="ackspec.reference.journal"):
         got, report = Journal(tmp_path).replay()
     assert got == [Stored(_msg(1)), Removed("m1")]
     assert report.dropped_bytes == len(unclean) - end and report.reason.startswith("zero bytes")
-    assert "zero bytes" in caplog.text and j.path.stat().st_size == end
+    said = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert said == [(logging.INFO, f"journal {j.path}: cut {len(unclean) - end} byte(s) of unused preallocated "
+                                   f"space (zeros) after the last record, at offset {end}")]
+    assert j.path.stat().st_size == end
     j2 = Journal(tmp_path)
     j2.replay()
     j2.open()
     j2.append([Stored(_msg(3))])
     j2.close()
     assert Journal(tmp_path).replay()[0] == [Stored(_msg(1)), Removed("m1"), Stored(_msg(3))]
+
+
+def test_a_torn_record_before_the_preallocated_zeros_still_warns(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A crash in the middle of writing a record leaves its first bytes, then the unused zeros: not only
+    zeros, so the cut is a torn tail and gets its WARNING line; the records before it are all kept."""
+    j = Journal(tmp_path)
+    j.replay()
+    j.open()
+    j.append([Stored(_msg(1))])
+    j.sync()
+    kept = j.size
+    j.append([Stored(_msg(2))])
+    j.sync()
+    unclean = bytearray(j.path.read_bytes())
+    j.close()
+    unclean[kept + (j.size - kept) // 2 : j.size] = bytes(j.size - kept - (j.size - kept) // 2)  # half written
+    j.path.write_bytes(bytes(unclean))
+    assert any(unclean[kept:]) and not any(unclean[j.size:])
+    with caplog.at_level(logging.DEBUG, logger="ackspec.reference.journal"):
+        got, report = Journal(tmp_path).replay()
+    assert got == [Stored(_msg(1))]
+    assert report.dropped_bytes == len(unclean) - kept and not report.reason.startswith("zero bytes")
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+    assert f"torn tail at offset {kept}" in caplog.text and j.path.stat().st_size == kept
 
 
 def test_a_file_system_that_refuses_to_preallocate_gets_plain_appends(

@@ -23,8 +23,11 @@ which is shared with every other writer on the disk; inside preallocated space i
 project's machine a 210-byte write + ``fdatasync`` took 0.11 ms median in preallocated space against 0.15
 ms appended (docs/benchmark.md), and the persistent single-producer bench row waits for one per message.
 A clean :meth:`Journal.close` cuts the unused space off again. After an unclean stop the file ends in
-zeros; replay cuts them like any torn tail, with the same WARNING line, whose reason says they are zeros:
-unused space and a block of records zeroed by damage look alike, so the cut is never silent.
+zeros, which is expected, not damage: replay cuts them and says so in one INFO line (and in its report),
+not a WARNING, so an operator's warnings stay for real damage. A tail holding anything but zeros (a torn
+record, even one followed by the unused zeros) still gets the WARNING line. A block of confirmed records
+zeroed by damage at the very end would look like unused space; the INFO line, which names the byte count
+and offset, is what keeps even that cut from being silent.
 """
 
 from __future__ import annotations
@@ -161,8 +164,11 @@ class Journal:
             dropped, reason = size - tail.offset, tail.reason
             if data.count(0, tail.offset) == dropped:
                 reason = "zero bytes: preallocated space after an unclean stop, or a zeroed block"
-            log.warning("journal %s: dropped %d byte(s) of a torn tail at offset %d: %s",
-                        self.path, dropped, tail.offset, reason)
+                log.info("journal %s: cut %d byte(s) of unused preallocated space (zeros) after the last record, "
+                         "at offset %d", self.path, dropped, tail.offset)
+            else:
+                log.warning("journal %s: dropped %d byte(s) of a torn tail at offset %d: %s",
+                            self.path, dropped, tail.offset, reason)
             self._truncate(tail.offset)
         if found.records:
             self.next_number = found.records[-1].number + 1
