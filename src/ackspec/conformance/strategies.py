@@ -92,7 +92,7 @@ def drawn(requirement_id: str, parameter: str, *, cap: float | None = None) -> s
 
 def enumerated(requirement_id: str, parameter: str) -> tuple[Any, ...]:
     """Every value of an enumerated ``parameter`` of the bundled catalogue's ``requirement_id``, in its order: what
-    a test parametrizes over when the rule names a few cases (``closed_object``: producer, session, context,
+    a test parametrizes over when the rule names a few cases (``closed_object``: producer, session,
     connection), so each case runs every time and a case added to the catalogue is a test case the next run."""
     req = load_catalogue().get(requirement_id)
     domain = req.parameters[parameter].values if parameter in req.parameters else None
