@@ -21,6 +21,11 @@ broker would get them wrong, by misreading the peer's frames before proton sees 
     a receiver's ``flow`` is read as stating the broker's own delivery-count (:class:`SentCounts`
     watches its output), so a flow whose delivery-count lags behind the transfers already sent grants
     its link-credit afresh: more transfers than delivery-count(rcv) + link-credit(rcv) allow (2.6.7).
+``late-transfer-at-detach`` (AMQP only)
+    the ``detach`` of a link the broker sends on is read as coming after one more ``flow`` of that link
+    granting a single credit beyond what the broker already sent, so with messages still queued the
+    broker sends one transfer the receiver never allowed, late: after every earlier barrier, just before
+    its own detach answer (2.6.7; the credit bound holds up to the link's end).
 
 :class:`FrameRewriter` is sans-IO: bytes in, bytes out, buffering partial frames
 (framing: :mod:`ackspec.reference.amqp.framing`).
@@ -39,6 +44,7 @@ ATTACH = 0x12
 FLOW = 0x13
 TRANSFER = 0x14
 DISPOSITION = 0x15
+DETACH = 0x16
 EXTRA_CREDIT = 1000
 """Credit an ``ignore-prefetch`` broker believes it got on top of what the receiver granted."""
 
@@ -78,7 +84,27 @@ class FrameRewriter:
             self.counts.watch_input(frame)
             if code == FLOW and self.active("credit-from-own-count"):
                 return self._edit(frame, doff, self._own_count)
+            if code == DETACH and self.active("late-transfer-at-detach"):
+                return self._one_more_credit_before(frame)
         return frame
+
+    def _one_more_credit_before(self, detach: bytes) -> bytes:
+        """``detach`` preceded by the peer's last flow of that link, edited to grant one credit beyond the
+        broker's own delivery-count (the session fields stay as the peer last sent them)."""
+        assert self.counts is not None  # the caller checked
+        found = _performatives([detach])
+        handle = int(found[0][1][0]) if found and found[0][1] else None
+        flow = None if handle is None else self.counts.last_flow(handle)
+        count = None if handle is None else self.counts.sender_count(handle)
+        if flow is None or count is None:
+            return detach
+
+        def one_more(fields: list[Any]) -> bool:
+            fields[5], fields[6] = uint(count % 2 ** 32), uint(1)
+            fields[8:10] = [False, False]  # no drain, no echo
+            return True
+
+        return self._edit(flow, read_header(flow).doff * 4, one_more) + detach
 
     def _own_count(self, fields: list[Any]) -> bool:
         """flow: handle (4), delivery-count (5): read as stating the broker's own delivery-count, so the
@@ -148,6 +174,7 @@ class SentCounts:
         self._names: dict[int, str] = {}  # broker handle -> link name (links the broker sends on)
         self._counts: dict[str, int] = {}  # link name -> initial delivery-count + transfers written
         self._peer: dict[int, str] = {}  # peer handle -> link name
+        self._flows: dict[int, bytes] = {}  # peer handle -> its last flow frame
 
     def watch_output(self, data: bytes) -> None:
         for code, fields in _performatives(self._out.feed(data)):
@@ -163,6 +190,12 @@ class SentCounts:
         for code, fields in _performatives([frame]):
             if code == ATTACH and len(fields) > 1:
                 self._peer[int(fields[1])] = str(fields[0])
+            elif code == FLOW and len(fields) > 9 and fields[4] is not None:
+                self._flows[int(fields[4])] = frame
+
+    def last_flow(self, peer_handle: int) -> bytes | None:
+        """The last flow frame the peer sent for its link ``peer_handle`` (None before any)."""
+        return self._flows.get(peer_handle)
 
     def sender_count(self, peer_handle: int) -> int | None:
         name = self._peer.get(peer_handle)

@@ -673,6 +673,12 @@ class CreditFromOwnCount(_RewrittenInput):
         self._engine = pump
 
 
+class LateTransferAtDetach(CreditFromOwnCount):
+    """One transfer beyond the receiver's credit, sent as the receiver detaches its link (amqp_frames.py)."""
+
+    mutant = "late-transfer-at-detach"
+
+
 class _HubAnswers(InFlight):
     """Unsettled deliveries whose batch's confirmations all go through the hub (none answered in place)."""
 
@@ -772,6 +778,7 @@ MUTANTS: dict[str, BrokerParts] = {
 AMQP_MUTANTS: dict[str, BrokerParts] = {
     "announced-not-final": BrokerParts(amqp_connection=AnnouncedNotFinal),
     "credit-from-own-count": BrokerParts(amqp_connection=CreditFromOwnCount),
+    "late-transfer-at-detach": BrokerParts(amqp_connection=LateTransferAtDetach),
 }
 """Mutants with no STOMP form (AMQP frames only): test_amqp_mutants.py runs them, test_mutants.py does not."""
 
