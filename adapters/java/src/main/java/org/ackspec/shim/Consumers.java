@@ -169,18 +169,10 @@ final class Consumers {
                 awaitRelease();
                 return;
             }
-            String outcome;
-            try {
-                switch (action) {
-                    case "close-consumer" -> consumer.consumer().close();
-                    case "close-session" -> session.session().close();
-                    case "close-connection" -> driver.connection().close();
-                    default -> throw ShimError.badRequest("unknown listener action " + action);
-                }
-                outcome = "ok";
-            } catch (Exception e) {
-                outcome = Errors.kind(e);
-            }
+            String outcome = Actions.perform(action, Map.of(
+                    "close-consumer", () -> consumer.consumer().close(),
+                    "close-session", () -> session.session().close(),
+                    "close-connection", () -> driver.connection().close()));
             driver.events.emit("callback-result", "action", action, "outcome", outcome);
         }
     }

@@ -92,17 +92,10 @@ final class Contexts {
 
     /** A completion callback's call on its own context; "ok" or the exception kind. */
     private static String act(String action, ContextState c) {
-        try {
-            switch (action) {
-                case "close-context" -> c.context().close();
-                case "commit" -> c.context().commit();
-                case "rollback" -> c.context().rollback();
-                default -> throw ShimError.badRequest("unknown callback action " + action);
-            }
-            return "ok";
-        } catch (Exception e) {
-            return Errors.kind(e);
-        }
+        return Actions.perform(action, Map.of(
+                "close-context", () -> c.context().close(),
+                "commit", () -> c.context().commit(),
+                "rollback", () -> c.context().rollback()));
     }
 
     /** {@code commit} and {@code rollback} given a context handle. */

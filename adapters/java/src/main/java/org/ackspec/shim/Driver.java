@@ -219,19 +219,12 @@ final class Driver {
 
     /** Performs a session-level call of a completion or message listener on its own objects. */
     String act(String action, ProducerState producer, SessionState session) {
-        try {
-            switch (action) {
-                case "close-producer" -> producer.producer().close();
-                case "close-session" -> session.session().close();
-                case "close-connection" -> connection().close();
-                case "commit" -> session.session().commit();
-                case "rollback" -> session.session().rollback();
-                default -> throw ShimError.badRequest("unknown callback action " + action);
-            }
-            return "ok";
-        } catch (Exception e) {
-            return Errors.kind(e);
-        }
+        return Actions.perform(action, Map.of(
+                "close-producer", () -> producer.producer().close(),
+                "close-session", () -> session.session().close(),
+                "close-connection", () -> connection().close(),
+                "commit", () -> session.session().commit(),
+                "rollback", () -> session.session().rollback()));
     }
 
     Object sessionCall(Map<String, Object> args, String op) throws Exception {
