@@ -7,26 +7,17 @@ so those runs ended in an error; this checks each step is answered, within the c
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 from ackspec.bench.client import LeanStompClient, send_frame
+
+from .scripts import load_script
 
 SENT = 25
 
 
-def _stomp_cpu() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "stomp_cpu.py"
-    spec = importlib.util.spec_from_file_location("stomp_cpu", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_floor_answers_a_bench_session_from_its_sends_to_its_disconnect() -> None:
-    stomp_cpu = _stomp_cpu()
+    stomp_cpu = load_script("stomp_cpu")
     with stomp_cpu.server("floor-asyncio") as (endpoint, _process):
         client = LeanStompClient(endpoint, timeout=5.0)
         try:

@@ -3,16 +3,16 @@ former CPUs: a JVM broker left pinned to one CPU would slow every later run agai
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import select
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from .scripts import load_script
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning needs two CPUs")
 
@@ -21,13 +21,6 @@ THREADED_CHILD = ("import threading, time\n"
                   "print('ready', flush=True); time.sleep(60)\n")
 
 
-def _pinned_pairs() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "pinned_pairs.py"
-    spec = importlib.util.spec_from_file_location("pinned_pairs", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture
@@ -49,7 +42,7 @@ def _affinities(module: ModuleType, pid: int) -> dict[int, set[int]]:
 
 
 def test_every_thread_is_pinned_inside_and_given_back_its_cpus_after(threaded_child: int) -> None:
-    module = _pinned_pairs()
+    module = load_script("pinned_pairs")
     cpus = sorted(os.sched_getaffinity(0))
     first_tid = module.threads(threaded_child)[1]
     os.sched_setaffinity(first_tid, {cpus[1]})  # one thread with its own placement, to be given back as it was
@@ -61,7 +54,7 @@ def test_every_thread_is_pinned_inside_and_given_back_its_cpus_after(threaded_ch
 
 
 def test_same_shares_one_cpu_and_cross_keeps_client_and_brokers_apart() -> None:
-    layout = _pinned_pairs().placements([0, 1])
+    layout = load_script("pinned_pairs").placements([0, 1])
     same_brokers, same_client = layout["same"]
     cross_brokers, cross_client = layout["cross"]
     assert same_brokers == same_client and len(same_client) == 1
