@@ -38,7 +38,7 @@ class _LiveBytes:
 
     Why not a class attribute of :class:`Entry`: assigning one changes the class, and every change of a class
     discards the interpreter's cached look-ups of its attributes, so each new entry made every ``Entry`` attribute
-    access and ``Entry(...)`` call afterwards a slow look-up (about twice the cost of making and reading one)."""
+    access and ``Entry(...)`` call afterwards a slow look-up."""
 
     __slots__ = ("total",)
 
